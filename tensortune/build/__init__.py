@@ -1,0 +1,14 @@
+"""C source to loaded kernel: cached compilation and a checked ctypes calling convention."""
+
+from .compiler import CompileError, cache_dir, compile_library
+from .kernel import ArgSpec, Kernel, packed_wrapper, pointer_array
+
+__all__ = [
+    "ArgSpec",
+    "CompileError",
+    "Kernel",
+    "cache_dir",
+    "compile_library",
+    "packed_wrapper",
+    "pointer_array",
+]

@@ -1,0 +1,5 @@
+"""Loop IR → readable C."""
+
+from .c import generate_c
+
+__all__ = ["generate_c"]

@@ -1,0 +1,62 @@
+"""How well a cost model *ranks* configs, with TenSet's definitions.
+
+Search only ever asks "which of these is faster?", so these metrics judge orderings, never
+predicted seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .cost_model import as_costs
+
+_CHUNK = 1024  # rows per block in the O(n^2) pairwise count, to bound memory
+
+
+def ranking_metrics(
+    pred_scores: Sequence[float] | np.ndarray, true_costs: Sequence[float] | np.ndarray
+) -> dict[str, float]:
+    """``pairwise_accuracy``, ``top1_score`` and ``top5_score`` of predictions (higher = faster).
+
+    * pairwise accuracy: over all pairs with different true costs, the fraction the model orders
+      correctly (tied predictions count one half);
+    * top-k score: best true throughput among the model's k highest-scored configs, divided by
+      the best true throughput overall (1.0 = the model's top-k contains the optimum).
+
+    Failed runs (inf cost) have throughput 0. Scores are NaN when undefined (no pair with
+    different costs, or no successful run at all).
+    """
+    scores = np.asarray(pred_scores, dtype=np.float64).reshape(-1)
+    costs = as_costs(true_costs)
+    if len(scores) != len(costs):
+        raise ValueError(f"{len(scores)} predictions for {len(costs)} costs")
+    throughput = np.where(np.isfinite(costs), 1.0 / np.maximum(costs, 1e-300), 0.0)
+    return {
+        "pairwise_accuracy": _pairwise_accuracy(scores, throughput),
+        "top1_score": _top_k_score(scores, throughput, 1),
+        "top5_score": _top_k_score(scores, throughput, 5),
+    }
+
+
+def _pairwise_accuracy(scores: np.ndarray, throughput: np.ndarray) -> float:
+    right = total = 0.0
+    for start in range(0, len(scores), _CHUNK):
+        s, t = scores[start : start + _CHUNK, None], throughput[start : start + _CHUNK, None]
+        true_sign = np.sign(t - throughput[None, :])
+        pred_sign = np.sign(s - scores[None, :])
+        counted = true_sign != 0  # each unordered pair appears twice; the ratio is unaffected
+        total += counted.sum()
+        right += ((pred_sign == true_sign) & counted).sum() + 0.5 * (
+            (pred_sign == 0) & counted
+        ).sum()
+    return float(right / total) if total else float("nan")
+
+
+def _top_k_score(scores: np.ndarray, throughput: np.ndarray, k: int) -> float:
+    best = throughput.max(initial=0.0)
+    if best <= 0:
+        return float("nan")
+    top = np.argsort(-scores, kind="stable")[:k]
+    return float(throughput[top].max() / best)

@@ -1,0 +1,139 @@
+"""The storage-independent tuning-database interface that search strategies program against."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TypeVar
+
+from ..errors import DatabaseError
+from .record import TuningRecord
+
+#: A filesystem path or an already-open text file.
+PathOrFile = str | os.PathLike[str] | IO[str]
+
+_D = TypeVar("_D", bound="Database")
+
+
+@contextlib.contextmanager
+def _open_text(target: PathOrFile, mode: str) -> Iterator[IO[str]]:
+    """Open a path (creating parent dirs for writing); pass a file object through unclosed."""
+    if not isinstance(target, (str, os.PathLike)):
+        yield target
+        return
+    path = Path(target).expanduser()
+    try:
+        if "w" in mode:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        f = path.open(mode, encoding="utf-8")
+    except OSError as e:
+        raise DatabaseError(f"cannot open JSONL file '{path}': {e.strerror or e}") from e
+    with f:
+        yield f
+
+
+class Database(ABC):
+    """Every measurement tensortune makes, keyed by (workload, target, config).
+
+    Search strategies use it to skip configs already measured (``has``/``measured_keys``)
+    and to start from the best known ones (``top_k``/``best``). Queries are always scoped by
+    target, so a result measured on one machine never answers for another. ``version`` (the
+    tensortune version that measured) is stored on every record and can optionally narrow
+    any query.
+    """
+
+    @abstractmethod
+    def commit_record(self, rec: TuningRecord) -> None:
+        """Store one record durably: once this returns, a crash cannot lose it."""
+
+    @abstractmethod
+    def has(
+        self, workload: str, target: str, config_key: str, *, version: str | None = None
+    ) -> bool:
+        """Whether this config was already measured (successfully or not)."""
+
+    @abstractmethod
+    def measured_keys(self, workload: str, target: str, *, version: str | None = None) -> set[str]:
+        """config_keys of every measured config (bulk form of ``has``)."""
+
+    @abstractmethod
+    def records(
+        self,
+        workload: str | None = None,
+        target: str | None = None,
+        run_id: str | None = None,
+        *,
+        version: str | None = None,
+    ) -> list[TuningRecord]:
+        """Matching records in insertion order (None means "any")."""
+
+    @abstractmethod
+    def top_k(
+        self, workload: str, target: str, k: int = 1, *, version: str | None = None
+    ) -> list[TuningRecord]:
+        """The k fastest distinct successful configs, each by its fastest measurement.
+
+        Ordered by (seconds, config_key), so ties are broken deterministically.
+        """
+
+    def best(
+        self, workload: str, target: str, *, version: str | None = None
+    ) -> TuningRecord | None:
+        """The fastest successful record, or None if nothing succeeded yet."""
+        top = self.top_k(workload, target, 1, version=version)
+        return top[0] if top else None
+
+    @abstractmethod
+    def workloads(self, target: str | None = None) -> list[str]:
+        """Sorted distinct workloads with at least one record (optionally on one target)."""
+
+    @abstractmethod
+    def import_records(self, records: Iterable[TuningRecord]) -> int:
+        """Atomically add records, skipping exact duplicates; returns how many were added.
+
+        Lets databases be merged (``dst.import_records(src.records())``) idempotently.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; later calls raise DatabaseError."""
+
+    def export_jsonl(self, dest: PathOrFile) -> int:
+        """Write every record, one JSON object per line in insertion order; returns the count."""
+        recs = self.records()
+        with _open_text(dest, "w") as f:
+            for rec in recs:
+                f.write(rec.to_json() + "\n")
+        return len(recs)
+
+    def import_jsonl(self, src: PathOrFile) -> int:
+        """Add the records of a JSONL file (exact duplicates skipped); returns how many were added.
+
+        The whole file is parsed before anything is written, so a bad line adds nothing.
+        """
+        name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", "")
+        recs = []
+        with _open_text(src, "r") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    recs.append(TuningRecord.from_json(line))
+                except DatabaseError as e:
+                    raise DatabaseError(f"{name or '<stream>'}:{lineno}: {e}") from e
+        return self.import_records(recs)
+
+    def __enter__(self: _D) -> _D:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,60 @@
+"""A readable, Python-like rendering of the loop IR (for humans and golden tests)."""
+
+from __future__ import annotations
+
+from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Reduce, Select, TensorRead, Var
+from .nodes import Allocate, Comment, For, IfThen, PrimFunc, Seq, Stmt, Store
+
+_SYM = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+    "and": "and", "or": "or", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
+}  # fmt: skip
+
+
+def format_expr(e: Expr) -> str:
+    match e:
+        case Const(v):
+            return repr(v)
+        case Var(name):
+            return name
+        case Binary("max" | "min" as op, a, b):
+            return f"{op}({format_expr(a)}, {format_expr(b)})"
+        case Binary(op, a, b) | Compare(op, a, b):
+            return f"({format_expr(a)} {_SYM[op]} {format_expr(b)})"
+        case Select(c, t, f):
+            return f"select({format_expr(c)}, {format_expr(t)}, {format_expr(f)})"
+        case Call(func, args):
+            return f"{func}({', '.join(format_expr(a) for a in args)})"
+        case Cast(v, dt):
+            return f"{dt}({format_expr(v)})"
+        case TensorRead(t, idx):
+            return f"{t.name}[{', '.join(format_expr(i) for i in idx)}]"
+        case Reduce(comb, src, axes):
+            return f"{comb}({format_expr(src)}, axis=[{', '.join(a.name for a in axes)}])"
+    return repr(e)
+
+
+def format_stmt(s: Stmt | PrimFunc, indent: int = 0) -> str:
+    pad = "  " * indent
+    match s:
+        case PrimFunc(name, params, _, temps, body):
+            sig = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in params)
+            head = [f"def {name}({sig}):"]
+            head += [f"  alloc {b.name}: {b.dtype}{list(b.shape)}" for b in temps]
+            return "\n".join([*head, format_stmt(body, 1)])
+        case For(var, extent, kind, body, _):
+            tag = "" if kind == "serial" else f"  # {kind}"
+            return f"{pad}for {var.name} in range({extent}):{tag}\n{format_stmt(body, indent + 1)}"
+        case Store(buf, idx, value):
+            index = ", ".join(format_expr(i) for i in idx)
+            return f"{pad}{buf.name}[{index}] = {format_expr(value)}"
+        case Seq(stmts):
+            return "\n".join(format_stmt(x, indent) for x in stmts)
+        case IfThen(cond, body):
+            return f"{pad}if {format_expr(cond)}:\n{format_stmt(body, indent + 1)}"
+        case Allocate(buf, body):
+            head = f"{pad}alloc {buf.name}: {buf.dtype}{list(buf.shape)} ({buf.scope})"
+            return f"{head}\n{format_stmt(body, indent)}"
+        case Comment(text):
+            return f"{pad}# {text}"
+    raise TypeError(s)

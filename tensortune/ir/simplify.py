@@ -1,0 +1,211 @@
+"""Index-arithmetic simplification by canonical linear forms and known loop ranges.
+
+Integer expressions are rewritten as ``sum(coeff * atom) + const`` where an atom is a variable or a
+non-linear sub-expression; floor division and modulo by constants fold away when the range of the
+remainder is known. Comparisons whose outcome is decided by the ranges fold to constants, which is
+what removes guards from divisible loops and packing indices from packed reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..te.expr import Binary, Call, Compare, Const, Expr, Select, Var, children, const, rebuild
+
+Ranges = Mapping[Var, int]  # var -> extent, the var ranging over [0, extent)
+Linear = tuple[dict[Expr, int], int]
+
+
+def _atom_key(a: Expr) -> tuple:
+    return (0, a.name, a.uid) if isinstance(a, Var) else (1, repr(a))
+
+
+def to_linear(e: Expr, ranges: Ranges) -> Linear:
+    """Canonical linear form of an int32 expression (its children already simplified)."""
+    match e:
+        case Const(v):
+            return {}, int(v)
+        case Binary("add" | "sub" as op, a, b):
+            la, lb = to_linear(a, ranges), to_linear(b, ranges)
+            sign = 1 if op == "add" else -1
+            terms = dict(la[0])
+            for atom, c in lb[0].items():
+                terms[atom] = terms.get(atom, 0) + sign * c
+            return {k: v for k, v in terms.items() if v}, la[1] + sign * lb[1]
+        case Binary("mul", a, b):
+            la, lb = to_linear(a, ranges), to_linear(b, ranges)
+            if not la[0] or not lb[0]:
+                scale, (terms, c0) = (la[1], lb) if not la[0] else (lb[1], la)
+                return {k: v * scale for k, v in terms.items() if v * scale}, c0 * scale
+        case Binary("floordiv" | "mod" as op, a, Const(c)) if int(c) > 0:
+            folded = _fold_divmod(op, to_linear(a, ranges), int(c), ranges)
+            if folded is not None:
+                return folded
+    return {e: 1}, 0
+
+
+def _fold_divmod(op: str, lin: Linear, c: int, ranges: Ranges) -> Linear | None:
+    terms, c0 = lin
+    quot = {a: k // c for a, k in terms.items() if k % c == 0}
+    rest = {a: k for a, k in terms.items() if k % c != 0}
+    bound = linear_range((rest, c0 % c), ranges)
+    if bound is None:
+        if not terms:
+            return ({}, c0 // c) if op == "floordiv" else ({}, c0 % c)
+        return None
+    lo, hi = bound
+    if lo // c != hi // c:
+        return None
+    k = lo // c
+    if op == "floordiv":
+        return quot, c0 // c + k
+    return rest, c0 % c - k * c
+
+
+def linear_range(lin: Linear, ranges: Ranges) -> tuple[int, int] | None:
+    """Inclusive integer bounds of a linear form, or None when an atom's range is unknown."""
+    terms, lo = lin
+    hi = lo
+    for atom, k in terms.items():
+        r = atom_range(atom, ranges)
+        if r is None:
+            return None
+        a, b = k * r[0], k * r[1]
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return lo, hi
+
+
+def atom_range(atom: Expr, ranges: Ranges) -> tuple[int, int] | None:
+    match atom:
+        case Var() if atom in ranges:
+            return 0, ranges[atom] - 1
+        case Binary("floordiv", a, Const(c)) if int(c) > 0:
+            r = linear_range(to_linear(a, ranges), ranges)
+            return None if r is None else (r[0] // int(c), r[1] // int(c))
+        case Binary("mod", _, Const(c)) if int(c) > 0:
+            return 0, int(c) - 1
+        case Binary("min" | "max" as op, a, b):
+            ra = linear_range(to_linear(a, ranges), ranges)
+            rb = linear_range(to_linear(b, ranges), ranges)
+            if ra is None or rb is None:
+                return None
+            f = min if op == "min" else max
+            return f(ra[0], rb[0]), f(ra[1], rb[1])
+    return None
+
+
+def from_linear(lin: Linear) -> Expr:
+    terms, c0 = lin
+    out: Expr | None = None
+    for atom in sorted(terms, key=_atom_key):
+        k = terms[atom]
+        term = atom if k == 1 else Binary("mul", atom, Const(k), "int32")
+        out = term if out is None else Binary("add", out, term, "int32")
+    if out is None:
+        return Const(c0)
+    return Binary("add", out, Const(c0), "int32") if c0 else out
+
+
+def expr_range(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
+    """Inclusive integer bounds of an int32 expression under ``ranges``."""
+    return linear_range(to_linear(simplify(e, ranges), ranges), ranges)
+
+
+def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+    ranges = ranges or {}
+    kids = children(e)
+    if kids:
+        e = rebuild(e, tuple(simplify(k, ranges) for k in kids))
+    match e:
+        case Binary(op, Const(a), Const(b), dt) if op not in ("and", "or"):
+            folded = _fold_binary(op, a, b, dt)
+            return e if folded is None else folded
+        case Binary("add" | "sub" | "mul" | "floordiv" | "mod", _, _, "int32"):
+            return from_linear(to_linear(e, ranges))
+        case Binary("min" | "max" as op, a, b, "int32"):
+            ra, rb = expr_range(a, ranges), expr_range(b, ranges)
+            if ra and rb:
+                if ra[1] <= rb[0]:
+                    return a if op == "min" else b
+                if rb[1] <= ra[0]:
+                    return b if op == "min" else a
+        case Binary("add", x, Const(0 | 0.0)) | Binary("add", Const(0 | 0.0), x):
+            return x
+        case Binary("mul", x, Const(1 | 1.0)) | Binary("mul", Const(1 | 1.0), x):
+            return x
+        case Binary("and", Const(a), x) | Binary("and", x, Const(a)):
+            return x if a else Const(False, "bool")
+        case Binary("or", Const(a), x) | Binary("or", x, Const(a)):
+            return Const(True, "bool") if a else x
+        case Compare(op, a, b) if a.dtype == "int32":
+            diff = to_linear(simplify(Binary("sub", a, b, "int32"), ranges), ranges)
+            r = linear_range(diff, ranges)
+            if r is not None:
+                decided = _decide(op, *r)
+                if decided is not None:
+                    return Const(decided, "bool")
+        case Select(Const(c), t, f, _):
+            return t if c else f
+        case Call("not", (Const(c),), _):
+            return Const(not c, "bool")
+    return e
+
+
+def _fold_binary(op: str, a, b, dtype: str) -> Expr | None:
+    if dtype == "int32":
+        a, b = int(a), int(b)
+        if op in ("floordiv", "mod") and b == 0:
+            return None
+        table = {
+            "add": a + b,
+            "sub": a - b,
+            "mul": a * b,
+            "floordiv": a // b if b else 0,
+            "mod": a % b if b else 0,
+            "max": max(a, b),
+            "min": min(a, b),
+        }
+        return Const(table[op]) if op in table else None
+    if dtype in ("float32", "float64") and op in ("add", "sub", "mul", "max", "min"):
+        table = {"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b), "min": min(a, b)}
+        return const(table[op], dtype)
+    return None
+
+
+def _decide(op: str, lo: int, hi: int) -> bool | None:
+    """Outcome of ``diff <op> 0`` for diff in [lo, hi], if the range decides it."""
+    if op == "lt":
+        return True if hi < 0 else False if lo >= 0 else None
+    if op == "le":
+        return True if hi <= 0 else False if lo > 0 else None
+    if op == "gt":
+        return True if lo > 0 else False if hi <= 0 else None
+    if op == "ge":
+        return True if lo >= 0 else False if hi < 0 else None
+    if op == "eq":
+        return True if lo == hi == 0 else False if lo > 0 or hi < 0 else None
+    if op == "ne":
+        return False if lo == hi == 0 else True if lo > 0 or hi < 0 else None
+    return None
+
+
+def linear_coeff(e: Expr, var: Var, ranges: Ranges | None = None) -> int | None:
+    """Coefficient of ``var`` if ``e`` is affine in it (var not inside any non-linear atom)."""
+    terms, _ = to_linear(simplify(e, ranges), ranges or {})
+    coeff = 0
+    for atom, k in terms.items():
+        if atom == var:
+            coeff = k
+        elif var in _vars(atom):
+            return None
+    return coeff
+
+
+def _vars(e: Expr) -> set[Var]:
+    stack, out = [e], set()
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Var):
+            out.add(n)
+        stack.extend(children(n))
+    return out

@@ -1,0 +1,336 @@
+"""Run and time candidate kernels in an isolated, reusable worker process.
+
+Candidates come from a search, so some segfault, hang or compute garbage. Each one runs in a
+child (`tensortune.measure.worker`) with a timeout; whatever happens becomes a MeasureResult
+and `Runner.run` never raises. The worker is reused while candidates behave (saving ~0.3 s of
+interpreter start-up per trial) and replaced after any failure, since a wrong or crashing
+kernel may have corrupted its memory.
+
+Candidates are timed strictly one at a time: inside a `run` call by construction, and across
+processes by an exclusive lock file in the cache directory, so two tuners on one machine do
+not disturb each other's timings.
+
+Threading environment of the worker: ``OMP_NUM_THREADS`` is the target's thread count and
+``OMP_WAIT_POLICY`` defaults to ``passive`` (idle OpenMP threads sleep instead of spinning).
+Measured on a 2-core VM, spinning threads left behind by one call competed with the timer
+thread and the next call's workers and made timings noisier without making them faster; a
+policy already set in the environment is passed through, as are all other OMP_*/GOMP_*
+variables. BLAS pools in the worker are limited to one thread (NumPy is only used to compare).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ..build.compiler import cache_dir
+from ..build.kernel import ArgSpec
+from ..target import Target
+from .result import MeasureResult
+from .timer import timer_library
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+_STDERR_TAIL = 4000
+_Saved = dict[int, tuple[Any, str]]
+
+
+@dataclass(frozen=True, eq=False)
+class RunRequest:
+    """One candidate to run: its library, entry point, signature, inputs and expected output.
+
+    `reference` is the expected output (a tuple for several outputs), or None to skip the
+    correctness check.
+    """
+
+    library: Path
+    name: str
+    args: tuple[ArgSpec, ...]
+    inputs: tuple[np.ndarray, ...]
+    reference: np.ndarray | tuple[np.ndarray, ...] | None = None
+    build_seconds: float = 0.0
+
+
+class _WorkerGone(Exception):
+    """The worker closed its end of the pipe (it crashed or exited)."""
+
+
+class _Worker:
+    """One `python -m tensortune.measure.worker` child in its own process group."""
+
+    def __init__(self, env: dict[str, str], startup_timeout: float):
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (finalizer closes)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tensortune.measure.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+            start_new_session=True,
+        )
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc, self.stderr)
+        self._buffer = b""
+        self.tasks = 0
+        ready = self.request(None, startup_timeout)
+        if not ready.get("ready"):
+            raise _WorkerGone(f"unexpected handshake from worker: {ready}")
+
+    def request(self, job: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+        """Send `job` (None: just read) and wait for one reply line.
+
+        Raises TimeoutError or _WorkerGone.
+        """
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if job is not None:
+            try:
+                self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                raise _WorkerGone(str(exc)) from exc
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise _WorkerGone("worker closed its output")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def stderr_position(self) -> int:
+        return self.stderr.seek(0, os.SEEK_END)
+
+    def stderr_since(self, position: int) -> str:
+        self.stderr.seek(position)
+        text = self.stderr.read().decode(errors="replace").strip()
+        return text if len(text) <= _STDERR_TAIL else "...\n" + text[-_STDERR_TAIL:]
+
+    def exit_code(self, grace: float = 5.0) -> int:
+        """The worker's return code once it is gone (killed if it lingers)."""
+        try:
+            return self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait()
+
+    def kill(self) -> None:
+        self._finalizer()
+
+
+def _kill_group(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
+    """Kill the worker's whole process group and reap it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for stream in (proc.stdin, proc.stdout, stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+class Runner:
+    """Runs candidates one at a time in a worker process; see the module docstring.
+
+    `timeout` bounds everything one candidate does in the worker (load, check, calibrate,
+    time). `number=None` calibrates calls per repeat so a repeat lasts `min_repeat_seconds`.
+    """
+
+    def __init__(
+        self,
+        timeout: float = 10.0,
+        number: int | None = None,
+        repeat: int = 5,
+        warmup: int = 1,
+        flush_bytes: int = 0,
+        rtol: float = 1e-4,
+        atol: float = 1e-4,
+        min_repeat_seconds: float = 0.05,
+        target: Target | None = None,
+        startup_timeout: float = 60.0,
+        max_tasks_per_worker: int = 200,
+    ):
+        self.timeout = timeout
+        self.number = number
+        self.repeat = repeat
+        self.warmup = warmup
+        self.flush_bytes = flush_bytes
+        self.rtol = rtol
+        self.atol = atol
+        self.min_repeat_seconds = min_repeat_seconds
+        self.target = target
+        self.startup_timeout = startup_timeout
+        self.max_tasks_per_worker = max_tasks_per_worker
+        self._worker: _Worker | None = None
+
+    def run(self, candidates: Sequence[RunRequest]) -> list[MeasureResult]:
+        """Measure each candidate in order; failures are results, never exceptions."""
+        if not candidates:
+            return []
+        try:
+            target = self.target if self.target is not None else Target.detect()
+            timer = timer_library(target)
+        except Exception as exc:
+            return [MeasureResult.failure("runtime", f"cannot set up timing: {exc}")] * len(
+                candidates
+            )
+        with tempfile.TemporaryDirectory(prefix="tensortune-run-") as tmp:
+            saved: _Saved = {}
+            return [self._run_one(c, target, timer, Path(tmp), saved) for c in candidates]
+
+    def close(self) -> None:
+        """Stop the worker process (also done at garbage collection and exit)."""
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run_one(
+        self, request: RunRequest, target: Target, timer: Path, tmp: Path, saved: _Saved
+    ) -> MeasureResult:
+        start = time.perf_counter()
+        try:
+            job = self._job(request, timer, tmp, saved)
+            with _measure_lock():
+                reply = self._execute(job, target, request.name)
+        except Exception as exc:
+            self.close()
+            reply = {"error_kind": "runtime", "error_msg": f"{type(exc).__name__}: {exc}"}
+        elapsed = time.perf_counter() - start
+        if "error_kind" in reply:
+            self.close()  # a failed candidate may have corrupted the worker
+            return MeasureResult.failure(
+                reply["error_kind"],
+                reply["error_msg"],
+                build_seconds=request.build_seconds,
+                run_seconds=elapsed,
+            )
+        return MeasureResult.from_spread(
+            reply["spread"],
+            number=reply["number"],
+            build_seconds=request.build_seconds,
+            run_seconds=elapsed,
+        )
+
+    def _execute(self, job: dict[str, Any], target: Target, name: str) -> dict[str, Any]:
+        worker = self._worker
+        if worker is None or worker.tasks >= self.max_tasks_per_worker:
+            self.close()
+            try:
+                worker = self._worker = _Worker(_worker_env(target), self.startup_timeout)
+            except (TimeoutError, _WorkerGone, OSError) as exc:
+                self.close()
+                return {"error_kind": "runtime", "error_msg": f"cannot start worker: {exc!r}"}
+        worker.tasks += 1
+        position = worker.stderr_position()
+        try:
+            return worker.request(job, self.timeout)
+        except TimeoutError:
+            worker.kill()
+            return {
+                "error_kind": "timeout",
+                "error_msg": f"kernel {name!r} did not finish within {self.timeout:g} s; "
+                "worker killed",
+            }
+        except _WorkerGone:
+            code = worker.exit_code()
+            log = worker.stderr_since(position)
+            if code < 0:
+                try:
+                    signal_name = signal.Signals(-code).name
+                except ValueError:
+                    signal_name = f"signal {-code}"
+                message = f"kernel {name!r} crashed the worker with {signal_name}"
+                return {"error_kind": "crash", "error_msg": f"{message}\n{log}".strip()}
+            message = f"worker exited with status {code} while running kernel {name!r}"
+            return {"error_kind": "runtime", "error_msg": f"{message}\n{log}".strip()}
+
+    def _job(self, request: RunRequest, timer: Path, tmp: Path, saved: _Saved) -> dict[str, Any]:
+        reference = request.reference
+        if isinstance(reference, np.ndarray):
+            reference = (reference,)
+        return {
+            "library": str(request.library),
+            "name": request.name,
+            "args": [
+                {"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "role": a.role}
+                for a in request.args
+            ],
+            "inputs": [_save(array, tmp, saved) for array in request.inputs],
+            "reference": None
+            if reference is None
+            else [_save(array, tmp, saved) for array in reference],
+            "timer": str(timer),
+            "number": self.number,
+            "repeat": self.repeat,
+            "warmup": self.warmup,
+            "flush_bytes": self.flush_bytes,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "min_repeat_seconds": self.min_repeat_seconds,
+        }
+
+
+def _save(array: np.ndarray, tmp: Path, saved: _Saved) -> str:
+    """Write `array` as .npy once per run() call (candidates usually share their inputs).
+
+    `saved` maps id(array) to (array, path); holding the array keeps its id unique.
+    """
+    key = id(array)
+    if key not in saved:
+        path = tmp / f"{len(saved)}.npy"
+        np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+        saved[key] = (array, str(path))
+    return saved[key][1]
+
+
+def _worker_env(target: Target) -> dict[str, str]:
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(target.num_threads)
+    pass  # EXPERIMENT
+    for blas in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[blas] = "1"
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (package_root, env.get("PYTHONPATH"))))
+    return env
+
+
+@contextlib.contextmanager
+def _measure_lock() -> Iterator[None]:
+    """Hold the machine-wide measurement lock (no-op where flock is unavailable)."""
+    if fcntl is None:
+        yield
+        return
+    with open(cache_dir() / "measure.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

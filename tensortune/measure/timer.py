@@ -1,0 +1,136 @@
+"""Time a packed kernel from C, so no Python overhead lands inside the measured interval.
+
+The harness is compiled once per target through the library cache. `time_function` wraps
+one call of `tt_time`; `calibrate_number` picks how many calls make one repeat long enough
+(TVM's ``min_repeat_ms``) for the clock's resolution and noise to stop mattering.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..build.compiler import compile_library
+from ..errors import TensorTuneError
+from ..target import Target
+
+TIMER_SOURCE = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int (*tt_packed_fn)(void**);
+
+static double tt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Returns 0, the first non-zero status of fn, or -1 if the flush buffer cannot be had. */
+int tt_time(tt_packed_fn fn, void** args, int warmup, int number, int repeat,
+            int flush_bytes, double* out_seconds) {
+    char* flush = NULL;
+    if (flush_bytes > 0) {
+        flush = (char*)malloc((size_t)flush_bytes);
+        if (flush == NULL) return -1;
+    }
+    for (int i = 0; i < warmup; ++i) {
+        int status = fn(args);
+        if (status != 0) { free(flush); return status; }
+    }
+    for (int r = 0; r < repeat; ++r) {
+        if (flush != NULL) {
+            memset(flush, r + 1, (size_t)flush_bytes);
+            /* The buffer must really be written: tell the compiler memory is observed. */
+            __asm__ __volatile__("" : : "r"(flush) : "memory");
+        }
+        double start = tt_now();
+        for (int i = 0; i < number; ++i) {
+            int status = fn(args);
+            if (status != 0) { free(flush); return status; }
+        }
+        out_seconds[r] = (tt_now() - start) / (double)number;
+    }
+    free(flush);
+    return 0;
+}
+"""
+
+
+def timer_library(target: Target) -> Path:
+    """Path of the compiled timing harness for `target` (a cache hit after the first use)."""
+    return compile_library(TIMER_SOURCE, target)
+
+
+@functools.cache
+def _load_timer(path: Path) -> Callable[..., int]:
+    function = ctypes.CDLL(str(path)).tt_time
+    function.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_double),
+    ]
+    function.restype = ctypes.c_int
+    return function
+
+
+def time_function(
+    packed_address: int,
+    args: ctypes.Array[ctypes.c_void_p] | Sequence[int],
+    number: int = 1,
+    repeat: int = 5,
+    warmup: int = 1,
+    flush_bytes: int = 0,
+    *,
+    timer: Path | None = None,
+) -> list[float]:
+    """Mean seconds per call of each of `repeat` repeats of `number` calls.
+
+    `args` is the ``void**`` array (see `build.kernel.pointer_array`) or raw addresses;
+    `timer` is a harness library from `timer_library` (default: the detected host target).
+    `flush_bytes` > 0 writes that many bytes before each repeat, untimed, to evict caches.
+    """
+    if number < 1 or repeat < 1 or warmup < 0 or flush_bytes < 0:
+        raise TensorTuneError(
+            f"bad timing parameters: number={number} repeat={repeat} warmup={warmup} "
+            f"flush_bytes={flush_bytes}"
+        )
+    if not isinstance(args, ctypes.Array):
+        args = (ctypes.c_void_p * len(args))(*args)
+    tt_time = _load_timer(timer if timer is not None else timer_library(Target.detect()))
+    seconds = (ctypes.c_double * repeat)()
+    status = tt_time(packed_address, args, warmup, number, repeat, flush_bytes, seconds)
+    if status != 0:
+        raise TensorTuneError(f"kernel returned error status {status} while being timed")
+    return list(seconds)
+
+
+def calibrate_number(
+    packed_address: int,
+    args: ctypes.Array[ctypes.c_void_p] | Sequence[int],
+    min_repeat_seconds: float = 0.05,
+    max_number: int = 1 << 24,
+    *,
+    timer: Path | None = None,
+) -> int:
+    """Smallest-ish `number` of calls for which one repeat lasts `min_repeat_seconds`.
+
+    Grows `number` geometrically from 1 (at least x1.6 per step, like TVM) until a repeat
+    is long enough, so slow kernels are run once and fast ones thousands of times.
+    """
+    number = 1
+    while True:
+        (per_call,) = time_function(
+            packed_address, args, number=number, repeat=1, warmup=0, timer=timer
+        )
+        if per_call * number >= min_repeat_seconds or number >= max_number:
+            return number
+        wanted = min_repeat_seconds / max(per_call, 1e-9) * 1.1
+        number = min(max_number, max(int(wanted) + 1, int(number * 1.6) + 1))

@@ -1,0 +1,112 @@
+"""Child process that runs candidate kernels for `Runner`: ``python -m tensortune.measure.worker``.
+
+A candidate may segfault, hang or scribble over memory, so it never runs in the tuner's own
+process. Protocol: one JSON object per line; the worker says ``{"ready": true}``, then answers
+each job read from stdin with one reply line on its original stdout. The kernel's own prints
+are redirected to stderr so they cannot corrupt the protocol. EOF on stdin ends the worker.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..build.kernel import ArgSpec, Kernel, pointer_array
+from ..errors import TensorTuneError
+from .timer import calibrate_number, time_function
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Load, check and time one candidate; returns ``{"spread", "number"}`` or an error."""
+    args = [ArgSpec(a["name"], tuple(a["shape"]), a["dtype"], a["role"]) for a in job["args"]]
+    kernel = Kernel(job["library"], job["name"], args)
+    inputs = [np.load(path) for path in job["inputs"]]
+    result = kernel(*inputs)
+    outputs = result if isinstance(result, tuple) else (result,)
+    if job["reference"] is not None:
+        references = [np.load(path) for path in job["reference"]]
+        if len(references) != len(outputs):
+            raise TensorTuneError(
+                f"{len(references)} reference array(s) for {len(outputs)} output(s)"
+            )
+        for spec, output, reference in zip(kernel.outputs, outputs, references, strict=True):
+            problem = compare(output, reference, job["rtol"], job["atol"])
+            if problem is not None:
+                return {
+                    "error_kind": "wrong_result",
+                    "error_msg": f"output {spec.name!r}: {problem}",
+                }
+    pointers = pointer_array([*inputs, *outputs])
+    timer = Path(job["timer"])
+    number = job["number"] or calibrate_number(
+        kernel.packed_address, pointers, job["min_repeat_seconds"], timer=timer
+    )
+    spread = time_function(
+        kernel.packed_address,
+        pointers,
+        number=number,
+        repeat=job["repeat"],
+        warmup=job["warmup"],
+        flush_bytes=job["flush_bytes"],
+        timer=timer,
+    )
+    return {"spread": spread, "number": number}
+
+
+def compare(output: np.ndarray, reference: np.ndarray, rtol: float, atol: float) -> str | None:
+    """None if `output` matches `reference` (allclose, or exactly for ints/bools), else why."""
+    if output.shape != reference.shape:
+        return f"reference has shape {reference.shape} but the output has {output.shape}"
+    if not np.issubdtype(output.dtype, np.floating):
+        bad = output != reference
+        if not bad.any():
+            return None
+        first = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        return (
+            f"{int(bad.sum())} of {bad.size} elements differ; first at {tuple(map(int, first))}: "
+            f"got {output[first]}, expected {reference[first]}"
+        )
+    out = output.astype(np.float64)
+    ref = reference.astype(np.float64)
+    bad = ~np.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    with np.errstate(all="ignore"):
+        abs_err = np.abs(out - ref)
+        rel_err = abs_err / np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
+    first = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    nans = int(np.isnan(out[bad]).sum())
+    return (
+        f"{int(bad.sum())} of {bad.size} elements differ (rtol={rtol:g}, atol={atol:g}); "
+        f"max abs error {np.nanmax(abs_err[bad]):.6g}, max rel error "
+        f"{np.nanmax(rel_err[bad]):.6g}"
+        + (f", {nans} NaN" if nans else "")
+        + f"; first at {tuple(map(int, first))}: got {out[first]:.8g}, expected {ref[first]:.8g}"
+    )
+
+
+def main() -> None:
+    """Serve jobs from stdin until EOF."""
+    faulthandler.enable()  # a crashing kernel leaves a trace in the stderr log
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    protocol.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        try:
+            reply = run_job(json.loads(line))
+        except TensorTuneError as exc:
+            reply = {"error_kind": "runtime", "error_msg": str(exc)}
+        except Exception:
+            reply = {"error_kind": "runtime", "error_msg": traceback.format_exc(limit=5)}
+        protocol.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()

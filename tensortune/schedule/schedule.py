@@ -1,0 +1,480 @@
+"""Schedule primitives over the stages of a compute definition, recorded as a replayable trace.
+
+Every primitive names its stage and loops by string, checks legality first (raising
+``ScheduleError`` naming the primitive, the loop and the reason) and appends one JSON-serialisable
+instruction to ``trace``; ``Schedule.from_trace`` replays it onto a fresh schedule.
+
+    s = Schedule(C)
+    io, ii = s.split("C", "i", 8)        # for i in 0..M  ->  for i_o: for i_i in 0..8 (i = i_o*8 + i_i)
+    s.reorder("C", io, "j", ii)
+    s.vectorize("C", "j")
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ScheduleError
+from ..te.expr import IterVar, Select, TensorRead, Var, children, const, rebuild, substitute, walk
+from ..te.tensor import Tensor, compute
+from .stage import Fuse, Loop, Split, Stage
+
+MAX_VECTOR_LANES = 64
+MAX_UNROLL = 256
+SCOPES = ("global", "local", "register")
+TARGET_FLAGS = ("opt_level", "unroll_pragma", "extra_cflags", "fast_math")
+
+
+def _traced(fn):
+    """Record the call (with default arguments filled in) once the primitive succeeded."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(self: Schedule, *args, **kwargs):
+        bound = sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        record = {k: _jsonable(v) for k, v in bound.arguments.items() if k != "self"}
+        result = fn(self, *args, **kwargs)
+        self.trace.append({"primitive": fn.__name__, "args": record})
+        return result
+
+    return wrapper
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Tensor):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _post_order(outputs: Sequence[Tensor]) -> list[Tensor]:
+    order: list[Tensor] = []
+    seen: set[int] = set()
+
+    def visit(t: Tensor) -> None:
+        if id(t) in seen:
+            return
+        seen.add(id(t))
+        for i in t.inputs:
+            visit(i)
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
+
+
+class Schedule:
+    """The stages of a program in producer-before-consumer order, plus the trace that shaped them."""
+
+    def __init__(self, outputs: Tensor | Sequence[Tensor]):
+        outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+        self.outputs = outputs
+        tensors = _post_order(outputs)
+        self.inputs = tuple(t for t in tensors if t.is_placeholder)
+        names = [t.name for t in tensors]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ScheduleError("schedule", None, f"tensor names must be unique, repeated: {dup}")
+        self.stages: list[Stage] = [
+            Stage.from_tensor(t, any(t is o for o in outputs))
+            for t in tensors
+            if not t.is_placeholder
+        ]
+        self.trace: list[dict] = []
+        self.flags: dict[str, Any] = {}
+
+    # -- lookup ---------------------------------------------------------------------------------
+    def __getitem__(self, name: str | Tensor) -> Stage:
+        return self.stage(name, "schedule")
+
+    def stage(self, name: str | Tensor, primitive: str) -> Stage:
+        key = name.name if isinstance(name, Tensor) else name
+        for st in self.stages:
+            if st.name == key:
+                return st
+        known = ", ".join(s.name for s in self.stages)
+        raise ScheduleError(primitive, None, f"unknown stage '{key}'; stages are: {known}")
+
+    def _loop(self, st: Stage, name: str, primitive: str) -> Loop:
+        lp = st.loop(name)
+        if lp is None:
+            leaves = ", ".join(x.name for x in st.leaves)
+            raise ScheduleError(
+                primitive, name, f"stage '{st.name}' has no loop '{name}'; its loops are: {leaves}"
+            )
+        return lp
+
+    def consumers(self, st: Stage) -> list[Stage]:
+        return [c for c in self.stages if any(t is st.tensor for t in _reads(c))]
+
+    # -- loop transformations -------------------------------------------------------------------
+    @_traced
+    def split(self, stage: str, loop: str, factor: int) -> tuple[str, str]:
+        """``for x in N`` -> ``for x_o in ceil(N/f): for x_i in f`` with x = x_o*f + x_i (tails guarded)."""
+        st = self.stage(stage, "split")
+        lp = self._loop(st, loop, "split")
+        if not isinstance(factor, int) or isinstance(factor, bool) or factor <= 0:
+            raise ScheduleError("split", loop, f"factor must be a positive int, got {factor!r}")
+        self._check_unannotated(st, lp, "split")
+        outer = Loop(st.fresh_name(f"{loop}_o"), lp.kind, Var(st.fresh_name(f"{loop}_o")))
+        inner = Loop(st.fresh_name(f"{loop}_i"), lp.kind, Var(st.fresh_name(f"{loop}_i")))
+        pos = st.leaves.index(lp)
+        st.leaves[pos : pos + 1] = [outer, inner]
+        st.relations.append(Split(lp, outer, inner, factor))
+        return outer.name, inner.name
+
+    @_traced
+    def fuse(self, stage: str, outer: str, inner: str) -> str:
+        """``for a: for b`` (adjacent) -> ``for a_b in A*B`` with a = a_b // B, b = a_b % B."""
+        st = self.stage(stage, "fuse")
+        lo, li = self._loop(st, outer, "fuse"), self._loop(st, inner, "fuse")
+        i = st.leaves.index(lo)
+        if i + 1 >= len(st.leaves) or st.leaves[i + 1] is not li:
+            raise ScheduleError("fuse", inner, f"'{inner}' must come directly inside '{outer}'")
+        if lo.kind != li.kind:
+            raise ScheduleError("fuse", inner, "cannot fuse a spatial loop with a reduce loop")
+        for lp in (lo, li):
+            self._check_unannotated(st, lp, "fuse")
+        name = st.fresh_name(f"{outer}_{inner}")
+        fused = Loop(name, lo.kind, Var(name))
+        st.leaves[i : i + 2] = [fused]
+        st.relations.append(Fuse(lo, li, fused))
+        return fused.name
+
+    @_traced
+    def reorder(self, stage: str, loops: Sequence[str]) -> None:
+        """Put the named loops in this order, in the positions they occupied together."""
+        st = self.stage(stage, "reorder")
+        picked = [self._loop(st, n, "reorder") for n in loops]
+        if len({lp.name for lp in picked}) != len(picked):
+            raise ScheduleError("reorder", None, f"a loop is named twice in {list(loops)}")
+        slots = sorted(st.leaves.index(lp) for lp in picked)
+        new = list(st.leaves)
+        for slot, lp in zip(slots, picked, strict=True):
+            new[slot] = lp
+        for name, kind in st.annotations.items():
+            if kind == "vectorized" and new[-1].name != name:
+                raise ScheduleError(
+                    "reorder", name, "the loop is vectorized and must stay innermost"
+                )
+        for other in self.stages:
+            if other.attach[:2] == ("at", st.name):
+                at = next(lp for lp in st.leaves if lp.name == other.attach[2])
+                if _moved_across_reduce(st.leaves, new, at):
+                    raise ScheduleError(
+                        "reorder",
+                        at.name,
+                        f"stage '{other.name}' is computed at this loop; moving a reduce loop "
+                        "across it would break the dependence (detach it first)",
+                    )
+        st.leaves[:] = new
+
+    @_traced
+    def tile(self, stage: str, x: str, y: str, x_factor: int, y_factor: int) -> tuple[str, ...]:
+        """Split x and y and order the four loops ``x_o, y_o, x_i, y_i``."""
+        xo, xi = self.split.__wrapped__(self, stage, x, x_factor)
+        yo, yi = self.split.__wrapped__(self, stage, y, y_factor)
+        self.reorder.__wrapped__(self, stage, [xo, yo, xi, yi])
+        return xo, yo, xi, yi
+
+    # -- annotations ------------------------------------------------------------------------------
+    @_traced
+    def vectorize(self, stage: str, loop: str) -> None:
+        """Emit the innermost loop as SIMD operations on vector registers."""
+        st = self.stage(stage, "vectorize")
+        lp = self._loop(st, loop, "vectorize")
+        ext = st.extents()[loop]
+        if st.leaves[-1] is not lp:
+            raise ScheduleError(
+                "vectorize",
+                loop,
+                f"only the innermost loop ('{st.leaves[-1].name}') can be vectorized",
+            )
+        region_pending = st.attach[0] == "at" and lp in st.roots  # extent known at lowering
+        if not region_pending and (ext < 2 or ext > MAX_VECTOR_LANES or ext & (ext - 1)):
+            raise ScheduleError(
+                "vectorize",
+                loop,
+                f"extent {ext} is not a power of two between 2 and {MAX_VECTOR_LANES}; split it first",
+            )
+        if st.tensor.dtype == "bool":
+            raise ScheduleError("vectorize", loop, "boolean tensors cannot be vectorized")
+        self._annotate(st, lp, "vectorized", "vectorize")
+
+    @_traced
+    def unroll(self, stage: str, loop: str) -> None:
+        """Replicate the loop body once per iteration (the indices become constants)."""
+        st = self.stage(stage, "unroll")
+        lp = self._loop(st, loop, "unroll")
+        ext = st.extents()[loop]
+        if ext > MAX_UNROLL and not (st.attach[0] == "at" and lp in st.roots):
+            raise ScheduleError(
+                "unroll", loop, f"extent {ext} exceeds {MAX_UNROLL}; split it first"
+            )
+        self._annotate(st, lp, "unrolled", "unroll")
+
+    @_traced
+    def parallel(self, stage: str, loop: str) -> None:
+        """Distribute the loop's iterations over threads (OpenMP)."""
+        st = self.stage(stage, "parallel")
+        lp = self._loop(st, loop, "parallel")
+        if lp.kind == "reduce":
+            raise ScheduleError(
+                "parallel",
+                loop,
+                "it is a reduction loop; parallel iterations would race on the "
+                "same output elements",
+            )
+        if "parallel" in st.annotations.values():
+            raise ScheduleError("parallel", loop, f"stage '{st.name}' already has a parallel loop")
+        self._annotate(st, lp, "parallel", "parallel")
+
+    def _annotate(self, st: Stage, lp: Loop, kind: str, primitive: str) -> None:
+        prev = st.annotations.get(lp.name)
+        if prev is not None and prev != kind:
+            raise ScheduleError(primitive, lp.name, f"the loop is already {prev}")
+        st.annotations[lp.name] = kind
+
+    def _check_unannotated(self, st: Stage, lp: Loop, primitive: str) -> None:
+        if lp.name in st.annotations:
+            raise ScheduleError(
+                primitive,
+                lp.name,
+                f"the loop is already {st.annotations[lp.name]}; transform first",
+            )
+        for other in self.stages:
+            if other.attach == ("at", st.name, lp.name):
+                raise ScheduleError(
+                    primitive, lp.name, f"stage '{other.name}' is computed at this loop"
+                )
+
+    @_traced
+    def annotate(self, key: str, value: Any) -> None:
+        """Code-generation flags: opt_level ("O2"/"O3"), unroll_pragma (int), extra_cflags, fast_math."""
+        if key not in TARGET_FLAGS:
+            raise ScheduleError("annotate", None, f"unknown key '{key}'; use one of {TARGET_FLAGS}")
+        if key == "opt_level" and value not in ("O1", "O2", "O3", "Ofast"):
+            raise ScheduleError(
+                "annotate", None, f"opt_level must be O1/O2/O3/Ofast, got {value!r}"
+            )
+        self.flags[key] = value
+
+    # -- placement --------------------------------------------------------------------------------
+    @_traced
+    def compute_at(self, stage: str, consumer: str, loop: str) -> None:
+        """Compute the stage inside ``consumer``'s loop, just the region that one iteration needs."""
+        st = self.stage(stage, "compute_at")
+        cons = self.stage(consumer, "compute_at")
+        lp = self._loop(cons, loop, "compute_at")
+        users = self.consumers(st)
+        if st.is_output:
+            raise ScheduleError("compute_at", loop, f"'{st.name}' is an output; it stays at root")
+        if [u.name for u in users] != [cons.name]:
+            raise ScheduleError(
+                "compute_at",
+                loop,
+                f"'{st.name}' is read by {[u.name for u in users]}; it can only be computed inside "
+                "its single consumer",
+            )
+        if cons.attach == ("inline",):
+            raise ScheduleError("compute_at", loop, f"consumer '{cons.name}' is inlined")
+        if cons.annotations.get(loop) in ("vectorized", "unrolled"):
+            raise ScheduleError(
+                "compute_at", loop, f"the loop is {cons.annotations[loop]}; pick an outer loop"
+            )
+        st.attach = ("at", cons.name, loop)
+
+    @_traced
+    def compute_root(self, stage: str) -> None:
+        st = self.stage(stage, "compute_root")
+        st.attach = ("root",)
+
+    @_traced
+    def compute_inline(self, stage: str) -> None:
+        """Substitute the stage's expression into its consumers; it gets no buffer or loops."""
+        st = self.stage(stage, "compute_inline")
+        if st.is_output:
+            raise ScheduleError("compute_inline", None, f"'{st.name}' is an output")
+        if st.is_reduction:
+            raise ScheduleError(
+                "compute_inline",
+                None,
+                f"'{st.name}' is a reduction; only elementwise stages inline",
+            )
+        if any(o.attach[:2] == ("at", st.name) for o in self.stages):
+            raise ScheduleError(
+                "compute_inline", None, f"another stage is computed inside '{st.name}'"
+            )
+        st.attach = ("inline",)
+
+    # -- new stages -------------------------------------------------------------------------------
+    @_traced
+    def cache_write(self, stage: str, scope: str = "local") -> str:
+        """Accumulate into a ``<stage>_<scope>`` buffer; the stage itself becomes the copy-out.
+
+        Use before other transforms of the stage; then ``compute_at`` the cache inside the stage.
+        ``register`` keeps the accumulator tile in named variables (it must be fully unrolled).
+        """
+        st = self.stage(stage, "cache_write")
+        if scope not in ("local", "register"):
+            raise ScheduleError(
+                "cache_write", None, f"scope must be 'local' or 'register', got {scope!r}"
+            )
+        if st.relations or st.annotations or len(st.leaves) != len(st.roots):
+            raise ScheduleError(
+                "cache_write", None, f"apply cache_write to '{st.name}' before other primitives"
+            )
+        if st.attach != ("root",):
+            raise ScheduleError("cache_write", None, f"'{st.name}' is not computed at root")
+        name = f"{st.name}_{scope}"
+        self._check_new_name(name, "cache_write")
+        cache = _rename_compute(st, name)
+        new = Stage.from_tensor(cache, False)
+        new.scope = scope
+        st.body = cache[tuple(a.var for a in st.axes)]
+        st.reduce_axes = ()
+        st.roots = tuple(r for r in st.roots if r.kind == "spatial")
+        st.leaves = list(st.roots)
+        self.stages.insert(self.stages.index(st), new)
+        return name
+
+    @_traced
+    def pack(
+        self,
+        tensor: str,
+        consumer: str,
+        axis: int | None = None,
+        factor: int = 1,
+        order: Sequence[int] | None = None,
+    ) -> str:
+        """Copy ``tensor`` into a new blocked layout read by ``consumer`` (a cache_read).
+
+        Axis ``axis`` is split by ``factor`` into (outer, inner), the inner part moved last; then the
+        dimensions are permuted by ``order``. E.g. B[K, N] with axis=1, factor=16, order=(1, 0, 2)
+        gives B_pack[N/16, K, 16], so a 16-wide vector load of B_pack is contiguous. Tails are zero.
+        """
+        cons = self.stage(consumer, "pack")
+        src = next((t for t in _reads(cons) if t.name == tensor), None)
+        if src is None:
+            raise ScheduleError(
+                "pack", None, f"'{consumer}' does not read a tensor called '{tensor}'"
+            )
+        if axis is not None and not 0 <= axis < src.ndim:
+            raise ScheduleError("pack", None, f"axis must be in [0, {src.ndim}), got {axis}")
+        if not isinstance(factor, int) or factor <= 0:
+            raise ScheduleError("pack", None, f"factor must be a positive int, got {factor!r}")
+        ndim_new = src.ndim + (1 if axis is not None else 0)
+        order = tuple(range(ndim_new)) if order is None else tuple(order)
+        if sorted(order) != list(range(ndim_new)):
+            raise ScheduleError("pack", None, f"order must permute range({ndim_new}), got {order}")
+        name = f"{src.name}_pack"
+        self._check_new_name(name, "pack")
+        packed, reader = _make_pack(src, name, axis, factor, order)
+        cons.body = _replace_reads(cons.body, src, reader)
+        self.stages.insert(self.stages.index(cons), Stage.from_tensor(packed, False))
+        return name
+
+    def cache_read(self, tensor: str, consumer: str) -> str:
+        """Copy ``tensor`` into a buffer read by ``consumer`` (``pack`` without a layout change)."""
+        return self.pack(tensor, consumer)
+
+    def _check_new_name(self, name: str, primitive: str) -> None:
+        if any(s.name == name for s in self.stages) or any(t.name == name for t in self.inputs):
+            raise ScheduleError(primitive, None, f"a stage called '{name}' already exists")
+
+    # -- replay -----------------------------------------------------------------------------------
+    @classmethod
+    def from_trace(cls, outputs: Tensor | Sequence[Tensor], trace: Sequence[dict]) -> Schedule:
+        """Replay a recorded trace; the same trace on the same compute gives the same program."""
+        sch = cls(outputs)
+        for step in trace:
+            name = step.get("primitive") if isinstance(step, dict) else None
+            fn = getattr(cls, name, None) if isinstance(name, str) else None
+            if fn is None or not hasattr(fn, "__wrapped__"):
+                raise ScheduleError("from_trace", None, f"unknown primitive in trace step {step!r}")
+            fn(sch, **step.get("args", {}))
+        return sch
+
+    def trace_json(self) -> str:
+        return json.dumps(self.trace)
+
+
+def _reads(st: Stage) -> list[Tensor]:
+    seen: dict[int, Tensor] = {}
+    for node in walk(st.body):
+        if isinstance(node, TensorRead):
+            seen.setdefault(id(node.tensor), node.tensor)
+    return list(seen.values())
+
+
+def _moved_across_reduce(old: list[Loop], new: list[Loop], at: Loop) -> bool:
+    """Whether a reduce loop changes side (outside/inside) of the attach loop."""
+
+    def outside(order: list[Loop]) -> set[str]:
+        return {lp.name for lp in order[: order.index(at) + 1] if lp.kind == "reduce"}
+
+    return outside(old) != outside(new)
+
+
+def _rename_compute(st: Stage, name: str) -> Tensor:
+    """A copy of the stage's compute under a new name, with axis variables of its own."""
+    axes = tuple(IterVar(Var(a.name), a.extent, a.kind) for a in st.axes)
+    body = substitute(st.body, {a.var: b.var for a, b in zip(st.axes, axes, strict=True)})
+    t = st.tensor
+    return Tensor(name, t.shape, t.dtype, axes, body, t.tag, t.attrs)
+
+
+def _make_pack(src: Tensor, name: str, axis: int | None, factor: int, order: tuple[int, ...]):
+    """The packed tensor and a function mapping an index of ``src`` to a read of it."""
+    if axis is None:
+        dims = list(src.shape)
+    else:
+        dims = [*src.shape[:axis], -(-src.shape[axis] // factor), *src.shape[axis + 1 :], factor]
+    shape = tuple(dims[o] for o in order)
+
+    def unpermute(idx):
+        logical = [None] * len(idx)
+        for pos, o in enumerate(order):
+            logical[o] = idx[pos]
+        return logical
+
+    def fbody(*idx):
+        logical = unpermute(idx)
+        if axis is None:
+            return src[tuple(logical)]
+        inner = logical[-1]
+        orig = [*logical[:axis], logical[axis] * factor + inner, *logical[axis + 1 : -1]]
+        if src.shape[axis] % factor == 0:
+            return src[tuple(orig)]
+        return Select(
+            orig[axis] < src.shape[axis], src[tuple(orig)], const(0, src.dtype), src.dtype
+        )
+
+    packed = compute(shape, fbody, name=name, tag="pack")
+
+    def reader(indices):
+        if axis is None:
+            logical = list(indices)
+        else:
+            i = indices[axis]
+            logical = [*indices[:axis], i // factor, *indices[axis + 1 :], i % factor]
+        return packed[tuple(logical[o] for o in order)]
+
+    return packed, reader
+
+
+def _replace_reads(body, src: Tensor, reader):
+    def go(e):
+        if isinstance(e, TensorRead) and e.tensor is src:
+            return reader(tuple(go(i) for i in e.indices))
+        kids = children(e)
+        return rebuild(e, tuple(go(k) for k in kids)) if kids else e
+
+    return go(body)

@@ -1,0 +1,178 @@
+"""Cost-model-guided search: measure few configs, let a learned model pick which ones.
+
+Compiling and timing a candidate costs ~0.1-1 s while scoring one with a tree model costs
+microseconds, so each batch is chosen by searching thousands of *unmeasured* configs with the
+model and measuring only the most promising, plus a little exploration (AutoTVM/Ansor style).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..cost_model import CostModel, LGBMCostModel
+from ..space import Config, SearchSpace
+from .strategy import SearchStrategy
+
+FeatureFn = Callable[[list[Config]], np.ndarray]
+
+
+class ModelBasedSearch(SearchStrategy):
+    """Proposes the configs a cost model predicts fastest, with exploration and diversity.
+
+    Each ``ask(n)``:
+
+    1. Until the model has ``min_train`` samples, returns random unseen configs.
+    2. Otherwise refits the model (``update``) on every result told since the last ask.
+    3. Builds a candidate pool, all unseen and valid: ``pool_size / 2`` uniform random samples
+       plus ``pool_size / 4`` mutants and crossovers of the ``n_parents`` fastest *measured*
+       configs; then ``evolution_rounds`` rounds of model-guided evolution each breed
+       ``pool_size / (4 * rounds)`` more from the ``n_parents`` best-*predicted* candidates.
+       Every candidate is scored by the model (a few thousand predictions per ask).
+    4. Fills the batch slot by slot: with probability ``epsilon`` a random unseen config
+       (exploration, so a wrong model cannot trap the search), otherwise the best-scored
+       candidate that is not a near-duplicate of one already in the batch, i.e. at least
+       ``min_distance`` apart (L1 over choice indices of ordered knobs, +1 per differing
+       unordered knob). If diversity rules out everything left, the rule is dropped.
+
+    ``model`` defaults to a seeded ``LGBMCostModel``; pass ``RandomCostModel`` for ablations or
+    a pre-trained model to transfer (it is then trusted from the first ask if it already holds
+    ``min_train`` samples). ``features`` maps a list of configs to a 2-D feature matrix (e.g.
+    loop-nest features of the lowered program) and replaces ``space.encode_batch``; it is called
+    on the whole candidate pool, so lower ``pool_size`` if it is expensive.
+    """
+
+    name = "model"
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int | None = None,
+        *,
+        model: CostModel | None = None,
+        features: FeatureFn | None = None,
+        min_train: int = 16,
+        epsilon: float = 0.1,
+        pool_size: int = 2048,
+        n_parents: int = 16,
+        evolution_rounds: int = 4,
+        min_distance: int = 2,
+    ):
+        super().__init__(space, seed)
+        if not 0 <= epsilon <= 1 or min_train < 1 or pool_size < 8 or n_parents < 1:
+            raise ValueError("need 0 <= epsilon <= 1, min_train >= 1, pool_size >= 8")
+        self.model = (
+            model if model is not None else LGBMCostModel(seed=int(self.rng.integers(2**31)))
+        )
+        self.features = features
+        self.min_train, self.epsilon, self.pool_size = min_train, epsilon, pool_size
+        self.n_parents, self.evolution_rounds = n_parents, max(evolution_rounds, 0)
+        self.min_distance = min_distance
+        self._n_trained = 0  # history entries already given to the model
+        self._ordered = np.array([k.ordered for k in space.knobs])
+
+    # -- model -----------------------------------------------------------------------------
+
+    def _featurize(self, configs: list[Config]) -> np.ndarray:
+        if self.features is None:
+            return self.space.encode_batch(configs)
+        x = np.asarray(self.features(configs), dtype=np.float64)
+        if x.ndim != 2 or len(x) != len(configs):
+            raise ValueError(
+                f"features() must return one row per config: got shape {x.shape} "
+                f"for {len(configs)} configs"
+            )
+        return x
+
+    def _train(self) -> None:
+        """Feed the model every result told since the last training."""
+        fresh = self.history[self._n_trained :]
+        if fresh:
+            self.model.update(self._featurize([c for c, _ in fresh]), [v for _, v in fresh])
+            self._n_trained = len(self.history)
+
+    def _score(self, configs: list[Config]) -> np.ndarray:
+        if not configs:
+            return np.zeros(0)
+        return np.asarray(self.model.predict(self._featurize(configs)), dtype=np.float64)
+
+    # -- candidate generation --------------------------------------------------------------
+
+    def _offspring(self, parents: Sequence[Config], count: int) -> list[Config]:
+        """``count`` children of ``parents``: 1-2 knob mutants, a quarter after crossover."""
+        out: list[Config] = []
+        for i in range(count if parents else 0):
+            child = parents[i % len(parents)]
+            if len(parents) > 1 and self.rng.random() < 0.25:
+                other = parents[int(self.rng.integers(len(parents)))]
+                child = self.space.crossover(child, other, self.rng)
+            out.append(self.space.mutate(child, self.rng, n_knobs=1 + int(self.rng.integers(2))))
+        return out
+
+    def _ranked_candidates(self) -> list[Config]:
+        """Unseen valid candidates, best predicted first (ties keep generation order)."""
+        pool: dict[str, Config] = {}
+        scores: dict[str, float] = {}
+
+        def add(configs: list[Config]) -> None:
+            new: dict[str, Config] = {}
+            for config in configs:
+                key = self.space.config_key(config)
+                if key not in pool and key not in new and key not in self._seen:
+                    new[key] = config
+            pool.update(new)
+            scores.update(zip(new, self._score(list(new.values())).tolist(), strict=True))
+
+        measured = [c for c, cost in self._top_told(self.n_parents) if math.isfinite(cost)]
+        add(self.space.sample(self.rng, self.pool_size // 2))
+        add(self._offspring(measured, self.pool_size // 4))
+        per_round = self.pool_size // (4 * max(self.evolution_rounds, 1))
+        for _ in range(self.evolution_rounds):
+            best = sorted(scores, key=scores.__getitem__, reverse=True)[: self.n_parents]
+            add(self._offspring([pool[k] for k in best], per_round))
+        return [pool[k] for k in sorted(scores, key=scores.__getitem__, reverse=True)]
+
+    def _distances(self, row: np.ndarray, picked: np.ndarray) -> np.ndarray:
+        """Distance from one index row to each picked row (L1 if ordered, Hamming if not)."""
+        diff = np.abs(picked - row)
+        return np.where(self._ordered, diff, diff > 0).sum(axis=1)
+
+    # -- ask -------------------------------------------------------------------------------
+
+    def _ask(self, n: int) -> list[Config]:
+        self._train()
+        if self.model.n_samples < self.min_train:
+            return self._random_unseen(n)
+        ranked = self._ranked_candidates()
+        rows = self.space.indices(ranked) if ranked else np.zeros((0, len(self.space.knobs)))
+        out: list[Config] = []
+        taken: set[str] = set()
+        picked_rows: list[np.ndarray] = []
+        skipped: list[int] = []  # near-duplicates, used only if nothing else is left
+        cursor = 0
+        while len(out) < n:
+            choice: Config | None = None
+            if self.rng.random() < self.epsilon:
+                explore = self._random_unseen(1, exclude=taken)
+                choice = explore[0] if explore else None
+            while choice is None and cursor < len(ranked):
+                i, cursor = cursor, cursor + 1
+                if self.space.config_key(ranked[i]) in taken:
+                    continue
+                if picked_rows and self._distances(rows[i], np.array(picked_rows)).min() < (
+                    self.min_distance
+                ):
+                    skipped.append(i)
+                    continue
+                choice = ranked[i]
+            while choice is None and skipped:
+                i = skipped.pop(0)
+                choice = None if self.space.config_key(ranked[i]) in taken else ranked[i]
+            if choice is None:
+                break
+            taken.add(self.space.config_key(choice))
+            picked_rows.append(self.space.indices([choice])[0])
+            out.append(choice)
+        return out + self._random_unseen(n - len(out), exclude=taken)

@@ -1,0 +1,328 @@
+"""Scalar expression nodes of the tensor-expression DSL.
+
+Nodes are frozen dataclasses, so structurally equal expressions compare and hash equal; variables carry
+a unique id so that two loops both called ``i`` never collide. Python operators build nodes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DSLError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+DTYPES = ("float32", "float64", "int32", "bool")
+FLOAT_DTYPES = ("float32", "float64")
+# Reserved for later: float16, bfloat16, int8 slot in here with their C types and promotion rank.
+_RANK = {"bool": 0, "int32": 1, "float32": 2, "float64": 3}
+
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "and", "or")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+MATH_FUNCS = ("exp", "log", "tanh", "erf", "sqrt", "rsqrt", "abs", "sigmoid", "neg", "not")
+
+_uid = itertools.count()
+
+
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise DSLError(f"unknown dtype '{dtype}': use one of {', '.join(DTYPES[:3])}")
+    return dtype
+
+
+def promote(a: str, b: str) -> str:
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+class Expr:
+    """Operator overloading shared by every node; subclasses are frozen dataclasses."""
+
+    __slots__ = ()
+    dtype: str
+
+    def __add__(self, o: Any) -> Expr:
+        return binary("add", self, o)
+
+    def __radd__(self, o: Any) -> Expr:
+        return binary("add", o, self)
+
+    def __sub__(self, o: Any) -> Expr:
+        return binary("sub", self, o)
+
+    def __rsub__(self, o: Any) -> Expr:
+        return binary("sub", o, self)
+
+    def __mul__(self, o: Any) -> Expr:
+        return binary("mul", self, o)
+
+    def __rmul__(self, o: Any) -> Expr:
+        return binary("mul", o, self)
+
+    def __truediv__(self, o: Any) -> Expr:
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o: Any) -> Expr:
+        return binary("div", o, self)
+
+    def __floordiv__(self, o: Any) -> Expr:
+        return binary("floordiv", self, o)
+
+    def __rfloordiv__(self, o: Any) -> Expr:
+        return binary("floordiv", o, self)
+
+    def __mod__(self, o: Any) -> Expr:
+        return binary("mod", self, o)
+
+    def __rmod__(self, o: Any) -> Expr:
+        return binary("mod", o, self)
+
+    def __neg__(self) -> Expr:
+        return Call("neg", (self,), self.dtype)
+
+    def __lt__(self, o: Any) -> Expr:
+        return compare("lt", self, o)
+
+    def __le__(self, o: Any) -> Expr:
+        return compare("le", self, o)
+
+    def __gt__(self, o: Any) -> Expr:
+        return compare("gt", self, o)
+
+    def __ge__(self, o: Any) -> Expr:
+        return compare("ge", self, o)
+
+    def __and__(self, o: Any) -> Expr:
+        return binary("and", self, o)
+
+    def __or__(self, o: Any) -> Expr:
+        return binary("or", self, o)
+
+    def __invert__(self) -> Expr:
+        return Call("not", (self,), "bool")
+
+    def __bool__(self) -> bool:
+        raise DSLError(
+            "a tensor expression has no truth value: use tt.select(cond, a, b) instead of if/and/or"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Expr):
+    value: int | float | bool
+    dtype: str = "int32"
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Expr):
+    """An integer index variable (a loop or an axis)."""
+
+    name: str
+    uid: int = field(default_factory=lambda: next(_uid))
+    dtype: str = "int32"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class IterVar:
+    """An axis of a compute: a variable with a constant extent, spatial or reduce."""
+
+    var: Var
+    extent: int
+    kind: str = "spatial"  # or "reduce"
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+
+@dataclass(frozen=True, slots=True)
+class Binary(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Expr):
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Expr):
+    """A math function or unary operator applied elementwise."""
+
+    func: str
+    args: tuple[Expr, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(Expr):
+    value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRead(Expr):
+    tensor: Tensor
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.tensor.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce(Expr):
+    """A commutative reduction over reduce axes; only allowed at the top of a compute body."""
+
+    combiner: str  # sum | max | min
+    source: Expr
+    axes: tuple[IterVar, ...]
+    dtype: str
+
+
+def const(value: int | float | bool, dtype: str | None = None) -> Const:
+    if dtype is None:
+        dtype = (
+            "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+        )
+    check_dtype(dtype)
+    if dtype in FLOAT_DTYPES:
+        value = float(value)
+    elif dtype == "int32":
+        value = int(value)
+    return Const(value, dtype)
+
+
+def as_expr(value: Any, like: str | None = None) -> Expr:
+    """Wrap Python scalars; a bare scalar takes the dtype of the expression it meets (as in TVM)."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool):
+        return const(value, "bool")
+    if isinstance(value, int):
+        return const(value, like if like in ("int32", "float32", "float64") else "int32")
+    if isinstance(value, float):
+        return const(value, like if like in FLOAT_DTYPES else "float32")
+    raise DSLError(f"cannot use {type(value).__name__} {value!r} in a tensor expression")
+
+
+def binary(op: str, a: Any, b: Any) -> Expr:
+    a, b = _pair(a, b)
+    if op in ("and", "or"):
+        if a.dtype != "bool" or b.dtype != "bool":
+            raise DSLError(f"'{op}' needs boolean operands, got {a.dtype} and {b.dtype}")
+        return Binary(op, a, b, "bool")
+    if op in ("floordiv", "mod") and (a.dtype != "int32" or b.dtype != "int32"):
+        if op == "mod" or a.dtype == "bool" or b.dtype == "bool":
+            raise DSLError(f"'{op}' needs int32 operands, got {a.dtype} and {b.dtype}")
+    dtype = promote(a.dtype, b.dtype)
+    if op == "div" and dtype == "int32":
+        raise DSLError("'/' on integers is ambiguous: use '//' for floor division or cast to float")
+    return Binary(op, _cast_to(a, dtype), _cast_to(b, dtype), dtype)
+
+
+def compare(op: str, a: Any, b: Any) -> Expr:
+    a, b = _pair(a, b)
+    dtype = promote(a.dtype, b.dtype)
+    return Compare(op, _cast_to(a, dtype), _cast_to(b, dtype))
+
+
+def _pair(a: Any, b: Any) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr):
+        return a, as_expr(b, a.dtype)
+    if isinstance(b, Expr):
+        return as_expr(a, b.dtype), b
+    return as_expr(a), as_expr(b)
+
+
+def _cast_to(e: Expr, dtype: str) -> Expr:
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, Const):
+        return const(e.value, dtype)
+    return Cast(e, dtype)
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    match e:
+        case Binary(_, a, b) | Compare(_, a, b):
+            return (a, b)
+        case Select(c, t, f):
+            return (c, t, f)
+        case Call(_, args):
+            return args
+        case Cast(v):
+            return (v,)
+        case TensorRead(_, idx):
+            return idx
+        case Reduce(_, src):
+            return (src,)
+    return ()
+
+
+def rebuild(e: Expr, new: tuple[Expr, ...]) -> Expr:
+    """The same node with new children; returns ``e`` itself when nothing changed."""
+    if all(x is y for x, y in zip(new, children(e), strict=True)):
+        return e
+    match e:
+        case Binary(op, _, _, dt):
+            return Binary(op, new[0], new[1], dt)
+        case Compare(op, _, _):
+            return Compare(op, new[0], new[1])
+        case Select(_, _, _, dt):
+            return Select(new[0], new[1], new[2], dt)
+        case Call(f, _, dt):
+            return Call(f, new, dt)
+        case Cast(_, dt):
+            return Cast(new[0], dt)
+        case TensorRead(t, _):
+            return TensorRead(t, new)
+        case Reduce(c, _, axes, dt):
+            return Reduce(c, new[0], axes, dt)
+    raise TypeError(e)
+
+
+def walk(e: Expr):
+    """Pre-order traversal."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:
+    if not mapping:
+        return e
+    if isinstance(e, Var):
+        return mapping.get(e, e)
+    kids = children(e)
+    if not kids:
+        return e
+    return rebuild(e, tuple(substitute(k, mapping) for k in kids))
+
+
+def free_vars(e: Expr) -> set[Var]:
+    return {n for n in walk(e) if isinstance(n, Var)}

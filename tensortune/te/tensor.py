@@ -1,0 +1,167 @@
+"""Tensors of the DSL: placeholders (inputs) and computes (a body expression over axes)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import DSLError
+from .expr import (
+    FLOAT_DTYPES,
+    Expr,
+    IterVar,
+    Reduce,
+    TensorRead,
+    Var,
+    as_expr,
+    check_dtype,
+    walk,
+)
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def sanitize(name: str) -> str:
+    """A C identifier derived from a user-given name (names reach generated C)."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name) or "t"
+    return clean if _NAME.fullmatch(clean) else f"t_{clean}"
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """A named multi-dimensional value; compared by identity."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    axes: tuple[IterVar, ...] = ()
+    body: Expr | None = None  # None for placeholders
+    tag: str = ""
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_placeholder(self) -> bool:
+        return self.body is None
+
+    @property
+    def reduce_axes(self) -> tuple[IterVar, ...]:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        """Tensors read by the body, in first-read order."""
+        if self.body is None:
+            return ()
+        seen: dict[int, Tensor] = {}
+        for node in walk(self.body):
+            if isinstance(node, TensorRead):
+                seen.setdefault(id(node.tensor), node.tensor)
+        return tuple(seen.values())
+
+    def __getitem__(self, idx) -> TensorRead:
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        if len(idx) != self.ndim:
+            raise DSLError(
+                f"tensor '{self.name}' has {self.ndim} dimensions {self.shape}, indexed with {len(idx)}"
+            )
+        exprs = tuple(as_expr(i.var if isinstance(i, IterVar) else i, "int32") for i in idx)
+        for e in exprs:
+            if e.dtype != "int32":
+                raise DSLError(f"index of '{self.name}' must be int32, got {e.dtype}")
+        return TensorRead(self, exprs)
+
+    def __repr__(self) -> str:
+        kind = "placeholder" if self.is_placeholder else "compute"
+        return f"Tensor({self.name}, {kind}, shape={self.shape}, {self.dtype})"
+
+
+def _shape(shape: Sequence[int] | int, what: str) -> tuple[int, ...]:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    for d in shape:
+        if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+            raise DSLError(f"{what}: every dimension must be a positive int, got shape {shape}")
+    return shape
+
+
+def placeholder(shape: Sequence[int] | int, dtype: str = "float32", name: str = "X") -> Tensor:
+    """An input tensor."""
+    return Tensor(sanitize(name), _shape(shape, f"placeholder '{name}'"), check_dtype(dtype))
+
+
+def reduce_axis(extent: int, name: str = "k") -> IterVar:
+    if not isinstance(extent, int) or extent <= 0:
+        raise DSLError(f"reduce_axis '{name}': extent must be a positive int, got {extent!r}")
+    return IterVar(Var(sanitize(name)), extent, "reduce")
+
+
+def compute(
+    shape: Sequence[int] | int,
+    fcompute: Callable[..., Expr],
+    name: str = "C",
+    tag: str = "",
+    attrs: dict | None = None,
+) -> Tensor:
+    """A tensor whose element at each index is ``fcompute(*index)``."""
+    shape = _shape(shape, f"compute '{name}'")
+    params = list(inspect.signature(fcompute).parameters)
+    if (
+        len(params) == 1
+        and len(shape) != 1
+        and inspect.signature(fcompute).parameters[params[0]].kind
+        is inspect.Parameter.VAR_POSITIONAL
+    ) or any(
+        p.kind is inspect.Parameter.VAR_POSITIONAL
+        for p in inspect.signature(fcompute).parameters.values()
+    ):
+        params = [f"i{d}" for d in range(len(shape))]
+    if len(params) != len(shape):
+        raise DSLError(
+            f"compute '{name}': the lambda takes {len(params)} indices but the shape has "
+            f"{len(shape)} dimensions"
+        )
+    axes = tuple(IterVar(Var(sanitize(p)), n) for p, n in zip(params, shape, strict=True))
+    body = as_expr(fcompute(*(a.var for a in axes)))
+    for node in walk(body):
+        if isinstance(node, Reduce) and node is not body:
+            raise DSLError(
+                f"compute '{name}': a reduction must be the whole body; compute it as its own tensor"
+            )
+    return Tensor(sanitize(name), shape, body.dtype, axes, body, tag, dict(attrs or {}))
+
+
+def _reducer(combiner: str):
+    def reduce(expr: Expr, axis: IterVar | Sequence[IterVar]) -> Reduce:
+        axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+        if not axes or not all(isinstance(a, IterVar) and a.kind == "reduce" for a in axes):
+            raise DSLError(f"{combiner}: axis must be one or more tt.reduce_axis(...)")
+        expr = as_expr(expr)
+        if combiner == "sum" and expr.dtype == "bool":
+            raise DSLError("sum over a boolean expression: cast it to int32 or float32 first")
+        return Reduce(combiner, expr, axes, expr.dtype)
+
+    reduce.__name__ = combiner
+    reduce.__doc__ = f"Reduce ``expr`` with {combiner} over the reduce axes ``axis``."
+    return reduce
+
+
+sum = _reducer("sum")
+max_reduce = _reducer("max")
+min_reduce = _reducer("min")
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "Tensor",
+    "compute",
+    "max_reduce",
+    "min_reduce",
+    "placeholder",
+    "reduce_axis",
+    "sanitize",
+    "sum",
+]
