@@ -111,7 +111,7 @@ class Target:
             name=_cpu_name(),
             isa=isa,
             vector_bits=_VECTOR_BITS[isa],
-            num_threads=num_threads if num_threads is not None else _available_cpus(),
+            num_threads=num_threads if num_threads is not None else available_cpus(),
             cc=compiler,
             cflags=isa_cflags(isa, compiler) + COMMON_CFLAGS,
             **caches,
@@ -277,7 +277,8 @@ def _cpu_ghz() -> float:
         return 3.0
 
 
-def _available_cpus() -> int:
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), the default thread count."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

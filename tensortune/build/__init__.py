@@ -1,7 +1,7 @@
 """C source to loaded kernel: cached compilation and a checked ctypes calling convention."""
 
 from .compiler import CompileError, cache_dir, compile_library
-from .kernel import ArgSpec, Kernel, packed_wrapper, pointer_array
+from .kernel import ArgSpec, Kernel, pointer_array
 
 __all__ = [
     "ArgSpec",
@@ -9,6 +9,5 @@ __all__ = [
     "Kernel",
     "cache_dir",
     "compile_library",
-    "packed_wrapper",
     "pointer_array",
 ]

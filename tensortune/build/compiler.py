@@ -7,10 +7,12 @@ files are renamed into place atomically so concurrent processes never load a par
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -117,15 +119,26 @@ def compile_library(
 def _run_compiler(command: list[str], timeout: float) -> None:
     shown = shlex.join(command)
     try:
-        proc = subprocess.run(
-            command, shell=False, capture_output=True, text=True, timeout=timeout, check=False
+        # Own session: on timeout the whole group dies, not just the driver (cc1 and as too).
+        proc = subprocess.Popen(
+            command,
+            shell=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        raise BuildError(f"compiler timed out after {timeout:g} s: {shown}") from exc
     except OSError as exc:
         raise BuildError(f"cannot run the C compiler: {exc}\ncommand: {shown}") from exc
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise BuildError(f"compiler timed out after {timeout:g} s: {shown}") from exc
     if proc.returncode != 0:
-        log = proc.stderr or proc.stdout
+        log = stderr or stdout
         lines = log.splitlines()
         head = "\n".join(lines[:_SHOWN_LINES])
         more = (

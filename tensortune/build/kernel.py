@@ -2,10 +2,10 @@
 
 ABI of a kernel library named `<name>`:
 
-* ``void <name>(<ctype>* restrict A, ...)`` takes one pointer per argument, inputs then
-  outputs, each a dense C-contiguous buffer;
+* ``<name>(<ctype>* restrict A, ...)`` takes one pointer per argument, inputs then
+  outputs, each a dense C-contiguous buffer (its return type is the codegen's business);
 * ``int <name>_packed(void** args)`` takes the same pointers as an array and returns 0 on
-  success. Python and the C timing harness both call this entry point.
+  success. Python and the C timing harness only ever call this entry point.
 
 A wrong pointer is a segfault, not an exception, so every array is checked before the call.
 """
@@ -25,8 +25,8 @@ from ..errors import BuildError, KernelArgumentError, TensorTuneError
 if TYPE_CHECKING:
     from ..target import Target
 
-CTYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "bool": "bool"}
-"""C element type of each supported dtype (``bool`` is C99 ``_Bool``, one byte like NumPy)."""
+DTYPES = ("float32", "float64", "int32", "bool")
+"""Element types a kernel argument may have (C float, double, int32_t, _Bool)."""
 
 ROLES = ("input", "output")
 
@@ -42,10 +42,10 @@ class ArgSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(extent) for extent in self.shape))
-        if self.dtype not in CTYPES:
+        if self.dtype not in DTYPES:
             raise TensorTuneError(
                 f"argument {self.name!r}: unsupported dtype {self.dtype!r} "
-                f"(expected one of {', '.join(CTYPES)})"
+                f"(expected one of {', '.join(DTYPES)})"
             )
         if self.role not in ROLES:
             raise TensorTuneError(
@@ -54,20 +54,9 @@ class ArgSpec:
         if any(extent < 0 for extent in self.shape):
             raise TensorTuneError(f"argument {self.name!r}: negative extent in {self.shape}")
 
-    @property
-    def ctype(self) -> str:
-        """The C element type, e.g. ``float``."""
-        return CTYPES[self.dtype]
-
     def describe(self) -> str:
         """``(64, 32) float32``, the form used in argument error messages."""
         return f"{self.shape} {self.dtype}"
-
-
-def packed_wrapper(name: str, args: Sequence[ArgSpec]) -> str:
-    """C definition of ``int <name>_packed(void** args)`` forwarding to ``<name>``."""
-    casts = ", ".join(f"({arg.ctype}*)args[{i}]" for i, arg in enumerate(args))
-    return f"int {name}_packed(void** args) {{\n    {name}({casts});\n    return 0;\n}}\n"
 
 
 def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array[ctypes.c_void_p]:

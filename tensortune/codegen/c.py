@@ -91,6 +91,7 @@ class CEmitter:
         self.vec_used: dict[tuple[str, int], set[str]] = {}
         self.in_parallel = False
         self.vec: _Vec | None = None
+        self.assumed: set[Expr] = set()  # guards known true here (loop unswitching)
 
     # -- names -----------------------------------------------------------------------------------
     def declare(self, v: Var) -> str:
@@ -125,6 +126,9 @@ class CEmitter:
                 self.loop(s)
             case IfThen(cond, body):
                 c = self.prepare(cond)
+                if c in self.assumed:
+                    self.stmt(body)
+                    return
                 if isinstance(c, Const):
                     if c.value:
                         self.stmt(body)
@@ -162,12 +166,55 @@ class CEmitter:
             del self.bind[s.var]
             return
         parallel = s.kind == "parallel" and not self.in_parallel and self.func.num_threads > 1
+        hoist = [] if parallel else self.invariant_guards(s)
+        if hoist:
+            self.unswitch(s, name, hoist)
+            return
         if parallel:
-            self.line(f"#pragma omp parallel for num_threads({self.func.num_threads}) schedule(static)")
+            self.line(
+                f"#pragma omp parallel for num_threads({self.func.num_threads}) schedule(static)"
+            )
         self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
         saved, self.in_parallel = self.in_parallel, self.in_parallel or parallel
         self.nested(s.body)
         self.in_parallel = saved
+        self.line("}")
+
+    def invariant_guards(self, s: For) -> list[Expr]:
+        """Guards inside the loop that no loop inside it changes (tails of outer tiles)."""
+        inner = {n.var for n in _stmts(s) if isinstance(n, For)}
+        found: list[Expr] = []
+        for node in _stmts(s.body):
+            if isinstance(node, IfThen):
+                c = self.prepare(node.cond)
+                if (
+                    not isinstance(c, Const)
+                    and c not in self.assumed
+                    and not _vars_of(c) & inner
+                    and _index_only(c)
+                    and c not in found
+                ):
+                    found.append(c)
+        return found
+
+    def unswitch(self, s: For, name: str, conds: list[Expr]) -> None:
+        """``if (all guards) { loop without them } else { loop with them }``."""
+        self.line(f"if ({' && '.join(self.expr(c, 2) for c in conds)}) {{")
+        self.depth += 1
+        saved = set(self.assumed)
+        self.assumed |= set(conds)
+        self.plain_loop(s, name)
+        self.assumed = saved
+        self.depth -= 1
+        self.line("} else {")
+        self.depth += 1
+        self.plain_loop(s, name)
+        self.depth -= 1
+        self.line("}")
+
+    def plain_loop(self, s: For, name: str) -> None:
+        self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
+        self.nested(s.body)
         self.line("}")
 
     def allocate(self, buf: Buffer, body: Stmt) -> None:
@@ -234,7 +281,9 @@ class CEmitter:
             self.line(f"{buf.name}[{self.expr(off)}] = {self.expr(value)};")
 
     def load(self, buf: Buffer, idx) -> str:
-        off = self.offset(buf, tuple(idx))
+        return self.load_flat(buf, self.offset(buf, tuple(idx)))
+
+    def load_flat(self, buf: Buffer, off: Expr) -> str:
         regs = self.registers.get(id(buf))
         if regs is not None:
             return regs.name(self.const_offset(off), 1)
@@ -252,8 +301,11 @@ class CEmitter:
                 return f"TT_{op.upper()}({self.expr(a)}, {self.expr(b)})"
             case Binary("floordiv" | "mod" as op, a, b, "int32"):
                 if self.nonneg(a) and self.nonneg(b):
-                    return _paren(f"{self.expr(a, 5)} {'/' if op == 'floordiv' else '%'} "
-                                  f"{self.expr(b, 6)}", 5, parent)
+                    return _paren(
+                        f"{self.expr(a, 5)} {'/' if op == 'floordiv' else '%'} {self.expr(b, 6)}",
+                        5,
+                        parent,
+                    )
                 helper = "tt_floordiv_i32" if op == "floordiv" else "tt_floormod_i32"
                 return f"{helper}({self.expr(a)}, {self.expr(b)})"
             case Binary("floordiv", a, b, dt):
@@ -301,8 +353,10 @@ class CEmitter:
             if not _affine_conjunction(c, v, self.ranges):
                 tests = None
                 break
-            tests += [self.prepare(substitute(c, {v: Const(0)})),
-                      self.prepare(substitute(c, {v: Const(lanes - 1)}))]
+            tests += [
+                self.prepare(substitute(c, {v: Const(0)})),
+                self.prepare(substitute(c, {v: Const(lanes - 1)})),
+            ]
         if tests is not None and any(isinstance(t, Const) and not t.value for t in tests):
             tests = None
         if tests is None:
@@ -346,12 +400,18 @@ class CEmitter:
         if stride == 0:  # a reduction across lanes into one element
             red = _reduction(value, st.buffer, off)
             if red is None:
-                raise LoweringError(f"vectorized store to {st.buffer.name} does not vary with {v.name}")
+                raise LoweringError(
+                    f"vectorized store to {st.buffer.name} does not vary with {v.name}"
+                )
             op, rest = red
             self.use_vec(dt, lanes)
-            target = self.load(st.buffer, _unflatten(off))
-            combined = f"tt_h{ {'add': 'sum', 'max': 'max', 'min': 'min'}[op]}_{t}({self.vexpr(rest, dt)})"
-            rhs = f"{target} + {combined}" if op == "add" else f"TT_{op.upper()}({target}, {combined})"
+            target = self.load_flat(st.buffer, off)
+            combined = f"tt_h{ {'add': 'sum', 'max': 'max', 'min': 'min'}[op] }_{t}({self.vexpr(rest, dt)})"
+            rhs = (
+                f"{target} + {combined}"
+                if op == "add"
+                else f"TT_{op.upper()}({target}, {combined})"
+            )
             self.line(f"{target} = {rhs};")
             return
         code = self.vexpr(value, dt)
@@ -404,7 +464,7 @@ class CEmitter:
                 if regs is not None:
                     raise _NoPromotion
                 lanes_code = [
-                    self.load(buf, _unflatten(self.prepare(substitute(off, {v: Const(k)}))))
+                    self.load_flat(buf, self.prepare(substitute(off, {v: Const(k)})))
                     for k in range(lanes)
                 ]
                 return f"(({t}){{{', '.join(lanes_code)}}})", "vec"
@@ -459,8 +519,10 @@ class CEmitter:
             )
         if f.temporaries:
             names = " || ".join(f"!{b.name}" for b in f.temporaries)
-            self.line(f"if ({names}) {{ {' '.join(f'free({b.name});' for b in f.temporaries)} "
-                      "return -1; }")
+            self.line(
+                f"if ({names}) {{ {' '.join(f'free({b.name});' for b in f.temporaries)} "
+                "return -1; }"
+            )
         self.stmt(f.body)
         for b in f.temporaries:
             self.line(f"free({b.name});")
@@ -486,7 +548,11 @@ def generate_c(func: PrimFunc, header_comment: str = "") -> str:
         if not dt.startswith("int64") or True
     ]
     comment = "".join(f" * {line}\n" for line in header_comment.splitlines())
-    head = f"/* Generated by tensortune.\n{comment} */\n" if comment else "/* Generated by tensortune. */\n"
+    head = (
+        f"/* Generated by tensortune.\n{comment} */\n"
+        if comment
+        else "/* Generated by tensortune. */\n"
+    )
     return head + HEADER + ("\n".join(helpers) + "\n\n" if helpers else "\n") + body
 
 
@@ -534,6 +600,17 @@ def _flatten(s: Stmt, guards: tuple[Expr, ...]) -> list[tuple[tuple[Expr, ...], 
     raise LoweringError(f"a vectorized loop must be innermost; found {type(s).__name__} inside it")
 
 
+def _stmts(s: Stmt):
+    """Every statement in a tree, pre-order."""
+    yield s
+    match s:
+        case Seq(stmts):
+            for x in stmts:
+                yield from _stmts(x)
+        case For(body=body) | IfThen(body=body) | Allocate(body=body):
+            yield from _stmts(body)
+
+
 def _index_only(e: Expr) -> bool:
     return all(not isinstance(n, TensorRead) for n in walk(e))
 
@@ -541,7 +618,8 @@ def _index_only(e: Expr) -> bool:
 def _index_selects(e: Expr, v: Var) -> list[Expr]:
     """Conditions of selects that depend only on indices (padding), including ``v``."""
     return [
-        n.cond for n in walk(e)
+        n.cond
+        for n in walk(e)
         if isinstance(n, Select) and _index_only(n.cond) and v in _vars_of(n.cond)
     ]
 
@@ -578,8 +656,3 @@ def _reduction(value: Expr, buf: Buffer, off: Expr):
         if isinstance(acc, TensorRead) and acc.tensor is buf:
             return value.op, value.b
     return None
-
-
-def _unflatten(off: Expr) -> tuple[Expr, ...]:
-    """Loads are emitted from flat offsets: present them as a 1-D index of the flat buffer."""
-    return (off,)

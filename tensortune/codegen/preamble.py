@@ -82,19 +82,86 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
         if dtype != "int32"
         else f"static inline {t} tt_select_{t}({m} c, {t} a, {t} b) {{ return (a & c) | (b & ~c); }}"
     )
-    out.append(f"static inline {t} tt_max_{t}({t} a, {t} b) {{ return tt_select_{t}(a > b, a, b); }}")
-    out.append(f"static inline {t} tt_min_{t}({t} a, {t} b) {{ return tt_select_{t}(a < b, a, b); }}")
+    out.append(
+        f"static inline {t} tt_max_{t}({t} a, {t} b) {{ return tt_select_{t}(a > b, a, b); }}"
+    )
+    out.append(
+        f"static inline {t} tt_min_{t}({t} a, {t} b) {{ return tt_select_{t}(a < b, a, b); }}"
+    )
     for red, op in (("sum", "r + v[l]"), ("max", "TT_MAX(r, v[l])"), ("min", "TT_MIN(r, v[l])")):
         out.append(
             f"static inline {s} tt_h{red}_{t}({t} v) {{ {s} r = v[0]; "
             f"for (int l = 1; l < {lanes}; ++l) r = {op}; return r; }}"
         )
-    for f in sorted(funcs):
+    if dtype == "float32" and funcs & set(VECTOR_MATH):
+        out.append(vector_math(t, m, lanes, funcs))
+    for f in sorted(funcs - set(VECTOR_MATH) if dtype == "float32" else funcs):
         out.append(
             f"static inline {t} tt_{f}_{t}({t} v) {{ {t} r; "
             f"for (int l = 0; l < {lanes}; ++l) r[l] = {scalar_call(f, dtype, 'v[l]')}; return r; }}"
         )
     return "\n".join(out)
+
+
+# float32 vector math without libm calls: exp by range reduction to [-ln2/2, ln2/2] and a degree-6
+# polynomial (Cephes expf, ~1 ulp); tanh and sigmoid through exp; erf by Abramowitz-Stegun 7.1.26
+# (absolute error < 1.5e-7); sqrt and abs are exact.
+VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "abs")
+
+
+def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
+    need = set(funcs)
+    if need & {"tanh", "sigmoid", "erf"}:
+        need.add("exp")
+    code = [f"static inline {t} tt_abs_{t}({t} x) {{ return ({t})(({m})x & (({m}){{}} + 0x7fffffff)); }}"]
+    if "exp" in need:
+        code.append(f"""static inline {t} tt_exp_{t}({t} x) {{
+  x = tt_min_{t}(tt_max_{t}(x, tt_splat_{t}(-87.3f)), tt_splat_{t}(88.3f));
+  {t} fx = x * 1.44269504088896341f + 0.5f;
+  {m} n = __builtin_convertvector(fx, {m});
+  n = n + ({m})(__builtin_convertvector(n, {t}) > fx); /* floor for negatives */
+  {t} fn = __builtin_convertvector(n, {t});
+  x = x - fn * 0.693359375f + fn * 2.12194440e-4f;
+  {t} y = 1.9875691500e-4f * x + 1.3981999507e-3f;
+  y = y * x + 8.3334519073e-3f;
+  y = y * x + 4.1665795894e-2f;
+  y = y * x + 1.6666665459e-1f;
+  y = y * x + 5.0000001201e-1f;
+  y = y * x * x + x + 1.0f;
+  return y * ({t})((n + 127) << 23);
+}}""")
+    if "tanh" in need:
+        code.append(f"""static inline {t} tt_tanh_{t}({t} x) {{
+  {t} a = tt_abs_{t}(x), x2 = x * x;
+  {t} small = x + x * x2 * (-0.333333333f + x2 * (0.133333333f - 0.053968254f * x2));
+  {t} e = tt_exp_{t}(tt_min_{t}(a, tt_splat_{t}(20.0f)) * 2.0f);
+  {t} big = 1.0f - 2.0f / (e + 1.0f);
+  big = tt_select_{t}(x < 0.0f, -big, big);
+  return tt_select_{t}(a < 0.0625f, small, big);
+}}""")
+    if "sigmoid" in need:
+        code.append(
+            f"static inline {t} tt_sigmoid_{t}({t} x) {{ return 1.0f / (1.0f + tt_exp_{t}(-x)); }}"
+        )
+    if "erf" in need:
+        code.append(f"""static inline {t} tt_erf_{t}({t} x) {{
+  {t} a = tt_abs_{t}(x);
+  {t} k = 1.0f / (1.0f + 0.3275911f * a);
+  {t} p = ((((1.061405429f * k - 1.453152027f) * k + 1.421413741f) * k - 0.284496736f) * k
+           + 0.254829592f) * k;
+  {t} r = 1.0f - p * tt_exp_{t}(-a * a);
+  {t} x2 = x * x; /* near 0 the series keeps the relative error small */
+  {t} series = x * (1.128379167f + x2 * (-0.376126389f + x2 * (0.112837917f
+               + x2 * (-0.026866170f + x2 * 0.005223977f))));
+  return tt_select_{t}(a < 0.5f, series, tt_select_{t}(x < 0.0f, -r, r));
+}}""")
+    if need & {"sqrt", "rsqrt"}:
+        code.append(
+            f"static inline {t} tt_sqrt_{t}({t} x) {{ {t} r; "
+            f"for (int l = 0; l < {lanes}; ++l) r[l] = sqrtf(x[l]); return r; }}"
+        )
+        code.append(f"static inline {t} tt_rsqrt_{t}({t} x) {{ return 1.0f / tt_sqrt_{t}(x); }}")
+    return "\n".join(code)
 
 
 def scalar_call(func: str, dtype: str, x: str) -> str:

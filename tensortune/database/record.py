@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DatabaseError
+from ..version import __version__
 
 #: Failure kinds a measurement can end with; ``error=None`` means it succeeded.
 ERROR_KINDS = ("compile", "crash", "timeout", "wrong_result", "runtime")
@@ -35,9 +36,6 @@ def _is_duration(value: object) -> bool:
 
 def current_version() -> str:
     """The running tensortune version (stamped on new records)."""
-    # Imported lazily: tensortune/__init__ may import this package before defining it.
-    from .. import __version__
-
     return __version__
 
 

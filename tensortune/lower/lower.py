@@ -139,7 +139,9 @@ class _Lowering:
         for d in range(len(spatial) - 1, -1, -1):
             body = _wrap_guards(body, [g for g in mine if depth[id(g)] == d])
             kind = _KIND[st.annotations.get(spatial[d].name)]
-            body = For(spatial[d].var, ext[spatial[d].name], "serial" if kind == "parallel" else kind, body)
+            body = For(
+                spatial[d].var, ext[spatial[d].name], "serial" if kind == "parallel" else kind, body
+            )
         return _wrap_guards(body, [g for g in mine if depth[id(g)] < 0])
 
     def attached_producers(self, st, loops, index, ranges, context) -> dict[str, list]:
@@ -165,10 +167,12 @@ class _Lowering:
             scope = prod.scope if prod.scope != "global" else "local"
             buf = Buffer(sanitize(prod.name), tuple(n for _, n in box), prod.tensor.dtype, scope)
             self.placed[id(prod.tensor)] = _Placed(buf, tuple(lo for lo, _ in box))
-            stmt = seq([
-                Comment(f"{prod.name}: computed at {st.name}.{at}"),
-                self.stage_nest(prod, region, buf, outer_ctx),
-            ])
+            stmt = seq(
+                [
+                    Comment(f"{prod.name}: computed at {st.name}.{at}"),
+                    self.stage_nest(prod, region, buf, outer_ctx),
+                ]
+            )
             out.setdefault(at, []).append((buf, stmt))
         return out
 

@@ -8,6 +8,7 @@ model and measuring only the most promising, plus a little exploration (AutoTVM/
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -145,34 +146,43 @@ class ModelBasedSearch(SearchStrategy):
         self._train()
         if self.model.n_samples < self.min_train:
             return self._random_unseen(n)
-        ranked = self._ranked_candidates()
-        rows = self.space.indices(ranked) if ranked else np.zeros((0, len(self.space.knobs)))
-        out: list[Config] = []
+        return self._select(self._ranked_candidates(), n)
+
+    def _select(self, ranked: list[Config], n: int) -> list[Config]:
+        """Fill ``n`` slots: epsilon-random exploration, else the best non-near-duplicate."""
+        keys = [self.space.config_key(c) for c in ranked]
+        rows = self.space.indices(ranked)
         taken: set[str] = set()
-        picked_rows: list[np.ndarray] = []
-        skipped: list[int] = []  # near-duplicates, used only if nothing else is left
+        picked: list[np.ndarray] = []  # index rows of the batch so far
+        skipped: deque[int] = deque()  # near-duplicates, used only once nothing else is left
         cursor = 0
-        while len(out) < n:
-            choice: Config | None = None
-            if self.rng.random() < self.epsilon:
-                explore = self._random_unseen(1, exclude=taken)
-                choice = explore[0] if explore else None
-            while choice is None and cursor < len(ranked):
+
+        def next_ranked() -> Config | None:
+            nonlocal cursor
+            while cursor < len(ranked):
                 i, cursor = cursor, cursor + 1
-                if self.space.config_key(ranked[i]) in taken:
+                if keys[i] in taken:
                     continue
-                if picked_rows and self._distances(rows[i], np.array(picked_rows)).min() < (
+                if picked and self._distances(rows[i], np.array(picked)).min() < (
                     self.min_distance
                 ):
                     skipped.append(i)
                     continue
-                choice = ranked[i]
-            while choice is None and skipped:
-                i = skipped.pop(0)
-                choice = None if self.space.config_key(ranked[i]) in taken else ranked[i]
+                return ranked[i]
+            while skipped:
+                i = skipped.popleft()
+                if keys[i] not in taken:
+                    return ranked[i]
+            return None
+
+        out: list[Config] = []
+        while len(out) < n:
+            explore = self.rng.random() < self.epsilon
+            choice = (self._random_unseen(1, exclude=taken) or [None])[0] if explore else None
+            choice = choice if choice is not None else next_ranked()
             if choice is None:
                 break
             taken.add(self.space.config_key(choice))
-            picked_rows.append(self.space.indices([choice])[0])
+            picked.append(self.space.indices([choice])[0])
             out.append(choice)
         return out + self._random_unseen(n - len(out), exclude=taken)

@@ -98,6 +98,11 @@ class SearchStrategy(ABC):
     def n_told(self) -> int:
         return len(self.history)
 
+    @property
+    def pending(self) -> list[Config]:
+        """Configs asked but not told yet (e.g. to re-queue them after a tuner crash)."""
+        return [dict(c) for c in self._pending.values()]
+
     def is_seen(self, config: Mapping[str, Any]) -> bool:
         """True once a config was asked or told (so asking it again would be a repeat)."""
         return self.space.config_key(config) in self._seen

@@ -143,6 +143,7 @@ class SearchSpace:
         _check_unique("constraint", [c.name for c in self.constraints])
         self.names: tuple[str, ...] = tuple(names)
         self._by_name = {k.name: i for i, k in enumerate(self.knobs)}
+        self._ids = [(k.name, k._ids) for k in self.knobs]
         self._sizes = np.array([len(k.choices) for k in self.knobs], dtype=np.int64)
         tables = [_encoding_table(k) for k in self.knobs]
         self.feature_names: tuple[str, ...] = tuple(n for names_, _ in tables for n in names_)
@@ -169,7 +170,8 @@ class SearchSpace:
             return NotImplemented
         return self.knobs == other.knobs and self.constraints == other.constraints
 
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking container semantics
+    def __hash__(self) -> int:
+        return hash((self.knobs, self.constraints))
 
     # -- validity ------------------------------------------------------------------------
 
@@ -209,16 +211,18 @@ class SearchSpace:
 
     def indices(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Choice indices, shape (len(configs), n_knobs): the space's own integer coordinates."""
-        out = np.empty((len(configs), len(self.knobs)), dtype=np.int64)
-        for row, config in enumerate(configs):
-            for col, knob in enumerate(self.knobs):
-                if knob.name not in config:
-                    raise ValueError(f"missing knob '{knob.name}'")
-                idx = knob.lookup(config[knob.name])
-                if idx is None:
-                    raise ValueError(f"knob '{knob.name}' has no choice {config[knob.name]!r}")
-                out[row, col] = idx
-        return out
+        try:  # hot path of every search step: one dict lookup per knob
+            rows = [[ids[_value_id(config[name])] for name, ids in self._ids] for config in configs]
+        except (KeyError, TypeError):
+            for config in configs:
+                for knob in self.knobs:
+                    if knob.name not in config:
+                        raise ValueError(f"missing knob '{knob.name}'") from None
+                    if knob.lookup(config[knob.name]) is None:
+                        value = config[knob.name]
+                        raise ValueError(f"knob '{knob.name}' has no choice {value!r}") from None
+            raise
+        return np.array(rows, dtype=np.int64).reshape(len(configs), len(self.knobs))
 
     def from_indices(self, row: Sequence[int]) -> Config:
         """The config at the given choice indices (constraints not checked)."""

@@ -1,0 +1,127 @@
+"""Shared benchmark plumbing: timing contenders fairly in one process, and printing the table.
+
+Each contender is timed in a block of its own (thread pools spin after a call, so interleaving
+call by call would slow the next one), with a pause between blocks, twice round; each keeps the
+better of its two medians. Our kernels are timed by the C harness, peers by perf_counter around
+their Python call (their per-call overhead is microseconds against milliseconds of work).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+PAUSE_SECONDS = 0.3
+
+
+@dataclass
+class Contender:
+    name: str
+    run: Callable[[], object]  # one call
+    timer: Callable[[int], list[float]] | None = None  # seconds per call for n repeats
+
+
+def python_timer(fn: Callable[[], object], min_seconds: float = 0.05) -> Callable[[int], list[float]]:
+    def timeit(repeat: int) -> list[float]:
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        once = max(time.perf_counter() - t0, 1e-7)
+        number = max(1, int(min_seconds / once))
+        out = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            out.append((time.perf_counter() - t0) / number)
+        return out
+
+    return timeit
+
+
+def kernel_timer(kernel, arrays: list[np.ndarray], min_seconds: float = 0.05):
+    """Time a tensortune Kernel with the C harness (no Python in the measured interval)."""
+    from tensortune.build.kernel import pointer_array
+    from tensortune.measure.timer import calibrate_number, time_function
+
+    ptrs = pointer_array(arrays)
+
+    def timeit(repeat: int) -> list[float]:
+        number = calibrate_number(kernel.packed_address, ptrs, min_seconds)
+        return time_function(kernel.packed_address, ptrs, number=number, repeat=repeat)
+
+    return timeit
+
+
+def measure(contenders: list[Contender], repeat: int = 7, rounds: int = 2) -> dict[str, float]:
+    """Median seconds per call of each contender, best of ``rounds`` blocks."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for c in contenders:
+            timer = c.timer or python_timer(c.run)
+            med = statistics.median(timer(repeat))
+            best[c.name] = min(best.get(c.name, float("inf")), med)
+            time.sleep(PAUSE_SECONDS)
+    return best
+
+
+def openblas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+
+        for lib in threadpool_info():
+            if lib.get("internal_api") == "openblas":
+                return f"OpenBLAS {lib.get('version')} {lib.get('architecture')} x{lib.get('num_threads')}"
+    except ImportError:
+        return "threadpoolctl not installed"
+    return "no OpenBLAS found"
+
+
+def limit_threads(n: int) -> None:
+    """Give every peer the same number of threads as our kernels."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:
+        pass
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+
+
+def row(name: str, ours: float, peers: dict[str, float | None], flops: float) -> str:
+    """One table line: GFLOP/s of ours and each peer, and our ratio to the fastest peer."""
+    g = flops / ours / 1e9
+    cells = [f"{name:44s}", f"{g:8.1f}"]
+    best_peer = None
+    for v in peers.values():
+        if v is None:
+            cells.append(f"{'-':>8s}")
+            continue
+        pg = flops / v / 1e9
+        cells.append(f"{pg:8.1f}")
+        best_peer = pg if best_peer is None else max(best_peer, pg)
+    cells.append(f"{g / best_peer:7.0%}" if best_peer else "      -")
+    return " ".join(cells)
+
+
+def header(peer_names: list[str]) -> str:
+    cols = [f"{'workload':44s}", f"{'ours':>8s}", *(f"{p:>8s}" for p in peer_names), "  ratio"]
+    return " ".join(cols) + "\n" + "-" * (54 + 9 * len(peer_names) + 8)
+
+
+def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> None:
+    scale = max(1.0, float(np.abs(want).max()))
+    err = float(np.abs(got - want).max())
+    if err > rtol * scale * 10:
+        raise SystemExit(f"{name}: WRONG RESULT (max abs error {err:.3g}); not timing it")

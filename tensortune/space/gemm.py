@@ -1,0 +1,152 @@
+"""GEMM design space (matmul, dense, batch_matmul, and GEMM with an epilogue).
+
+Register-tiled: an ``mr x nr`` accumulator tile held in vector registers, B packed into
+``nr``-wide column panels so the inner loop is one broadcast of A and ``nr/lanes`` FMAs per row;
+column panels grouped ``nb`` at a time so a block of B stays in L2 while rows of A stream by.
+For GEMV-like shapes a ``stream`` variant reads B once, row by row.
+"""
+
+from __future__ import annotations
+
+from ..schedule import Schedule
+from ..te.expr import TensorRead, walk
+from ..target import Target
+from ..workload import Workload
+from .space import Config, Constraint, Knob, SearchSpace
+from .template import (
+    DesignSpace,
+    apply_common,
+    common_knobs,
+    inline_injective,
+    lanes_for,
+    schedule_simple,
+    split_vectorize,
+    vector_registers,
+)
+
+
+def _main_stage(s: Schedule, tags: tuple[str, ...]):
+    return next(st for st in s.stages if st.tensor.tag in tags and st.is_reduction)
+
+
+def gemm_space(wl: Workload, target: Target) -> DesignSpace:
+    lanes = lanes_for(target)
+    regs = vector_registers(target)
+    probe = Schedule(wl.outputs)
+    main = _main_stage(probe, ("matmul", "dense", "batch_matmul"))
+    spatial = [a.name for a in main.axes]
+    i_name, j_name = spatial[-2], spatial[-1]
+    m, n = main.root_extents[i_name], main.root_extents[j_name]
+    b_name, b_axis = _column_operand(main, j_name)
+    knobs = [
+        Knob("variant", ("tile", "stream")),
+        Knob("mr", tuple(x for x in (1, 2, 3, 4, 5, 6, 8, 10, 12) if x <= max(m, 1))),
+        Knob("nr_vectors", tuple(x for x in (1, 2, 3, 4) if x * lanes <= max(n, lanes))),
+        Knob("nb", (1, 2, 4, 8, 16)),
+        Knob("order", ("ij", "ji")),
+        Knob("pack_b", (True, False)),
+        *common_knobs(),
+    ]
+    constraints = [
+        Constraint(
+            "register_tile_fits",
+            lambda c: c["mr"] * c["nr_vectors"] + c["nr_vectors"] + 1 <= regs,
+        ),
+    ]
+
+    def build(config: Config) -> Schedule:
+        s = Schedule(wl.outputs)
+        st = _main_stage(s, ("matmul", "dense", "batch_matmul"))
+        inline_injective(s, keep={st.name})
+        if config["variant"] == "stream":
+            _stream(s, st.name, i_name, j_name, n, lanes, config, target)
+        else:
+            _tile(s, st.name, i_name, j_name, (b_name, b_axis), lanes, config, target)
+        for other in s.stages:
+            if other.attach == ("root",) and other.name not in (st.name, f"{b_name}_pack"):
+                schedule_simple(s, other, lanes, target.num_threads > 1)
+        apply_common(s, config)
+        return s
+
+    default = {
+        "variant": "tile" if m > 1 else "stream",
+        "mr": max(x for x in knobs[1].choices if x <= 6),
+        "nr_vectors": max(x for x in knobs[2].choices if x <= 2),
+        "nb": 4,
+        "order": "ji",
+        "pack_b": m >= 16,
+        "opt_level": "O3",
+    }
+    return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
+
+
+def _column_operand(main, j_name: str) -> tuple[str, int]:
+    """The operand indexed by the column axis, and which of its dimensions that is."""
+    j_var = next(a.var for a in main.axes if a.name == j_name)
+    for node in walk(main.body):
+        if isinstance(node, TensorRead):
+            for d, idx in enumerate(node.indices):
+                if idx == j_var:
+                    return node.tensor.name, d
+    raise ValueError(f"no operand of '{main.name}' is indexed by '{j_name}'")
+
+
+def _tile(s, name, i, j, b, lanes, config, target) -> None:
+    (b_name, axis), mr = b, config["mr"]
+    nr = config["nr_vectors"] * lanes
+    cache = s.cache_write(name, "register")
+    st = s[name]
+    outer = [lp.name for lp in st.leaves[:-2]]  # batch axes, if any
+    io, jo, ii, ji = s.tile(name, i, j, mr, nr)
+    jo_o, jo_i = s.split(name, jo, config["nb"])
+    if config["order"] == "ji":
+        s.reorder(name, [*outer, jo_o, io, jo_i, ii, ji])
+    else:
+        s.reorder(name, [*outer, io, jo_o, jo_i, ii, ji])
+    s.compute_at(cache, name, jo_i)
+    k_loops = [lp.name for lp in s[cache].leaves if lp.kind == "reduce"]
+    s.reorder(cache, [*k_loops, i, j])
+    s.unroll(cache, i)
+    _vector_columns(s, cache, j, nr, lanes)
+    s.unroll(name, ii)
+    _vector_columns(s, name, ji, nr, lanes)
+    first = s[name].leaves[0].name
+    if target.num_threads > 1 and len(s[name].leaves) > 1:
+        s.parallel(name, first)
+    if config["pack_b"]:
+        ndim = next(t.ndim for t in s.inputs if t.name == b_name)
+        rest = [d for d in range(len(outer), ndim) if d != axis]
+        order = [*range(len(outer)), axis, *rest, ndim]
+        packed = s.pack(b_name, cache, axis, nr, order)
+        pst = s[packed]
+        if target.num_threads > 1:
+            s.parallel(packed, pst.leaves[0].name)
+        split_vectorize(s, packed, pst.leaves[-1].name, nr, lanes)
+
+
+def _vector_columns(s: Schedule, stage: str, loop: str, nr: int, lanes: int) -> None:
+    """``nr`` columns as ``nr/lanes`` unrolled vectors."""
+    if nr == lanes:
+        s.vectorize(stage, loop)
+        return
+    vo, vi = s.split(stage, loop, lanes)
+    s.unroll(stage, vo)
+    s.vectorize(stage, vi)
+
+
+def _stream(s, name, i, j, n, lanes, config, target) -> None:
+    """k outside j: every row of B is read once, contiguously; C stays in cache."""
+    st = s[name]
+    width = config["nr_vectors"] * lanes
+    outer = [lp.name for lp in st.leaves if lp.kind == "spatial" and lp.name != j]
+    k_loops = [lp.name for lp in st.leaves if lp.kind == "reduce"]
+    chunks = max(1, target.num_threads)
+    jo, jr = s.split(name, j, max(width, -(-n // chunks // width) * width))
+    jm, ji = s.split(name, jr, width)
+    s.reorder(name, [jo, *outer, *k_loops, jm, ji])
+    vo, vi = s.split(name, ji, lanes) if width > lanes else (None, ji)
+    if vo:
+        s.unroll(name, vo)
+    s.vectorize(name, vi)
+    if target.num_threads > 1:
+        s.parallel(name, jo)

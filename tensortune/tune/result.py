@@ -1,0 +1,22 @@
+"""What a tuning run hands back."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    workload: str
+    target: str
+    best_config: dict[str, Any] | None
+    best_seconds: float | None
+    gflops: float | None
+    trials: int
+    errors: int
+    tuning_seconds: float
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

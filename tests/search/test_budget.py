@@ -1,0 +1,33 @@
+"""Budget: the stop reasons a tuner reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from tensortune.search import Budget
+
+
+def test_no_reason_while_within_limits() -> None:
+    assert Budget(10, max_seconds=5, early_stop=3).exhausted(9, 4.9, 2) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [((10, 0.0, 0), "trial budget"), ((1, 6.0, 0), "time budget"), ((1, 0.0, 3), "no improvement")],
+)
+def test_each_limit_gives_its_reason(args: tuple[int, float, int], match: str) -> None:
+    reason = Budget(10, max_seconds=5, early_stop=3).exhausted(*args)
+    assert reason is not None and match in reason
+
+
+def test_optional_limits_are_off_by_default() -> None:
+    assert Budget(100).exhausted(5, 1e9, 10**6) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_trials": 0}, {"max_trials": 1, "max_seconds": 0}, {"max_trials": 1, "early_stop": 0}],
+)
+def test_rejects_nonsense(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        Budget(**kwargs)
