@@ -26,7 +26,9 @@ class Contender:
     timer: Callable[[int], list[float]] | None = None  # seconds per call for n repeats
 
 
-def python_timer(fn: Callable[[], object], min_seconds: float = 0.05) -> Callable[[int], list[float]]:
+def python_timer(
+    fn: Callable[[], object], min_seconds: float = 0.05
+) -> Callable[[int], list[float]]:
     def timeit(repeat: int) -> list[float]:
         fn()
         t0 = time.perf_counter()
@@ -76,7 +78,8 @@ def openblas_info() -> str:
 
         for lib in threadpool_info():
             if lib.get("internal_api") == "openblas":
-                return f"OpenBLAS {lib.get('version')} {lib.get('architecture')} x{lib.get('num_threads')}"
+                arch, threads = lib.get("architecture"), lib.get("num_threads")
+                return f"OpenBLAS {lib.get('version')} {arch} x{threads}"
     except ImportError:
         return "threadpoolctl not installed"
     return "no OpenBLAS found"

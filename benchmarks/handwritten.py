@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
-import tensortune as tt  # noqa: E402
+import tensortune as tt
 
 MATMUL = "matmul:M=1024,N=1024,K=1024"
 CONV = "conv2d:N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1"
@@ -95,7 +95,11 @@ def main() -> None:
         ],
         repeat=args.repeat,
     )
-    print(common.row(f"{MATMUL} (vs NumPy/OpenBLAS)", best["ours"], {"numpy": best["numpy"]}, wl.flops))
+    print(
+        common.row(
+            f"{MATMUL} (vs NumPy/OpenBLAS)", best["ours"], {"numpy": best["numpy"]}, wl.flops
+        )
+    )
 
     import torch
 

@@ -48,8 +48,12 @@ def _torch(wl, inputs, params, threads):
             return _nograd(lambda: F.relu(torch.addmm(t[2], t[0], t[1])))
         return _nograd(lambda: torch.matmul(t[0], t[1]))
     if op in ("conv2d", "depthwise_conv2d") and params.get("layout", "NCHW") == "NCHW":
-        kw = dict(stride=params.get("stride", 1), padding=params.get("pad", 0),
-                  dilation=params.get("dilation", 1), groups=params.get("groups", 1))
+        kw = dict(
+            stride=params.get("stride", 1),
+            padding=params.get("pad", 0),
+            dilation=params.get("dilation", 1),
+            groups=params.get("groups", 1),
+        )
         return _nograd(lambda: F.conv2d(t[0], t[1], **kw))
     if op == "softmax":
         return _nograd(lambda: torch.softmax(t[0], dim=-1))
@@ -84,8 +88,9 @@ def _onnxruntime(wl, inputs, params, threads):
     elif op in ("conv2d", "depthwise_conv2d") and params.get("layout", "NCHW") == "NCHW":
         node_op = "Conv"
         s, p, d = params.get("stride", 1), params.get("pad", 0), params.get("dilation", 1)
-        attrs = dict(strides=[s, s], pads=[p, p, p, p], dilations=[d, d],
-                     group=params.get("groups", 1))
+        attrs = dict(
+            strides=[s, s], pads=[p, p, p, p], dilations=[d, d], group=params.get("groups", 1)
+        )
     elif op == "softmax":
         node_op, attrs = "Softmax", {"axis": -1}
     elif op == "layernorm":
@@ -96,7 +101,10 @@ def _onnxruntime(wl, inputs, params, threads):
     graph = helper.make_graph(
         [helper.make_node(node_op, names, ["out"], **attrs)],
         "one_node",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape)) for n, x in zip(names, inputs)],
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape))
+            for n, x in zip(names, inputs, strict=True)
+        ],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, out_shape)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -106,5 +114,5 @@ def _onnxruntime(wl, inputs, params, threads):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feed = dict(zip(names, inputs))
+    feed = dict(zip(names, inputs, strict=True))
     return lambda: sess.run(None, feed)[0]

@@ -1,7 +1,8 @@
 """Best-so-far vs trials for every search strategy, 3 seeds each, on matmul 1024^3 and
 conv2d C=64,H=W=56,K=64,3x3,pad 1; a table and a plot.
 
-    python benchmarks/strategies.py [--trials 96] [--seeds 3] [--db strategies.db] [-o strategies.png]
+    python benchmarks/strategies.py [--trials 96] [--seeds 3] [--db strategies.db]
+                                    [-o strategies.png]
 
 Every distinct config is compiled and timed once and kept in --db (a tensortune tuning
 database), so all strategies are scored against the same measurements (as Kernel Tuner does)
@@ -21,14 +22,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tensortune as tt  # noqa: E402
-from tensortune.database import open_database  # noqa: E402
-from tensortune.database.record import TuningRecord  # noqa: E402
-from tensortune.measure.runner import Runner  # noqa: E402
-from tensortune.search.registry import STRATEGIES, make_strategy  # noqa: E402
-from tensortune.space.registry import design_space  # noqa: E402
-from tensortune.space.space import SearchSpace  # noqa: E402
-from tensortune.tune.tuner import measure_configs  # noqa: E402
+import tensortune as tt
+from tensortune.database import open_database
+from tensortune.database.record import TuningRecord
+from tensortune.measure.runner import Runner
+from tensortune.search.registry import STRATEGIES, make_strategy
+from tensortune.space.registry import design_space
+from tensortune.space.space import SearchSpace
+from tensortune.tuning.loop import measure_configs
 
 WORKLOADS = ["matmul:M=1024,N=1024,K=1024", "conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"]
 
@@ -46,21 +47,34 @@ class MeasuredCosts:
             for r in db.records(wl.name, str(target))
         }
 
+    def remember(self, config: dict, trace: list, res) -> None:
+        rec = TuningRecord(
+            workload=self.wl.name,
+            target=str(self.target),
+            config=config,
+            trace=trace,
+            seconds=res.seconds,
+            spread=list(res.spread),
+            error=res.error_kind,
+            error_msg=res.error_msg or None,
+            strategy="strategies-benchmark",
+        )
+        self.db.commit_record(rec)
+        self.known[rec.config_key] = res.seconds if res.ok else math.inf
+
     def __call__(self, configs: list[dict]) -> list[float]:
         todo = [c for c in configs if SearchSpace.config_key(c) not in self.known]
         todo = list({SearchSpace.config_key(c): c for c in todo}.values())
         if todo:
-            results = measure_configs(
-                self.ds, todo, self.target, self.runner, self.inputs, self.reference
+            measure_configs(
+                self.ds,
+                todo,
+                self.target,
+                self.runner,
+                self.inputs,
+                self.reference,
+                lambda k, trace, res: self.remember(todo[k], trace, res),
             )
-            for config, (trace, res) in zip(todo, results, strict=True):
-                rec = TuningRecord(
-                    workload=self.wl.name, target=str(self.target), config=config, trace=trace,
-                    seconds=res.seconds, spread=list(res.spread), error=res.error_kind,
-                    error_msg=res.error_msg or None, strategy="strategies-benchmark",
-                )
-                self.db.commit_record(rec)
-                self.known[rec.config_key] = res.seconds if res.ok else math.inf
         return [self.known[SearchSpace.config_key(c)] for c in configs]
 
 
@@ -120,7 +134,9 @@ def report(curves, trials: int, output: str) -> None:
         overall = min(min(c) for runs in by_strategy.values() for c in runs)
         goal = overall / 0.95  # 95% of the best throughput found by any run
         print(f"\n{spec}  (best found: {flops / overall / 1e9:.1f} GFLOP/s)")
-        print(f"{'strategy':16s} {'best GFLOP/s (mean of seeds)':>30s} {'trials to 95% of best':>24s}")
+        print(
+            f"{'strategy':16s} {'best GFLOP/s (mean of seeds)':>30s} {'trials to 95% of best':>24s}"
+        )
         for name, runs in by_strategy.items():
             finals = [flops / min(c) / 1e9 for c in runs if c and math.isfinite(min(c))]
             reach = [trials_to(c, goal) for c in runs]
@@ -128,15 +144,19 @@ def report(curves, trials: int, output: str) -> None:
             mean = statistics.mean(finals) if finals else float("nan")
             print(f"{name:16s} {mean:30.1f} {reach_s:>24s}")
             width = max(len(c) for c in runs)
-            gf = np.array([[flops / s / 1e9 if math.isfinite(s) else 0 for s in _pad(c, width)]
-                           for c in runs])
+            gf = np.array(
+                [[flops / s / 1e9 if math.isfinite(s) else 0 for s in _pad(c, width)] for c in runs]
+            )
             ax.plot(np.arange(1, width + 1), gf.mean(axis=0), label=name)
         for name in ("model", "random"):
             if name in by_strategy:
                 reach = [trials_to(c, goal) for c in by_strategy[name]]
                 known = [r for r in reach if r is not None]
                 med = statistics.median(known) if len(known) == len(reach) else None
-                print(f"  {name}: median trials to 95% of best = {med if med else 'not reached by every seed'}")
+                print(
+                    f"  {name}: median trials to 95% of best = "
+                    f"{med if med else 'not reached by every seed'}"
+                )
         ax.set_title(spec)
         ax.set_xlabel("trial")
         ax.set_ylabel("best-so-far GFLOP/s (mean of seeds)")

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from peers import peers_for  # noqa: E402
+import common
+from peers import peers_for
 
-import tensortune as tt  # noqa: E402
-from tensortune.database import open_database  # noqa: E402
+import tensortune as tt
+from tensortune.database import open_database
 
 SUITE = [
     "matmul:M=512,N=512,K=512",
@@ -75,14 +75,21 @@ def main() -> None:
     lines = [common.header(peer_names)[:-1] + "  tuning"]
     for spec in (s for s in SUITE if args.only in s):
         wl = tt.workload(spec)
-        res = tt.tune(wl, trials=args.trials, strategy=args.strategy, db=args.db, target=target,
-                      max_seconds=args.max_seconds)
+        res = tt.tune(
+            wl,
+            trials=args.trials,
+            strategy=args.strategy,
+            db=args.db,
+            target=target,
+            max_seconds=args.max_seconds,
+        )
         kernel = tt.compile(wl, target=target, db=args.db)
         inputs = wl.random_inputs(0)
         out = kernel(*inputs)
         common.check(spec, out, wl.reference(inputs))
-        contenders = [common.Contender("ours", lambda: None,
-                                       common.kernel_timer(kernel, [*inputs, out]))]
+        contenders = [
+            common.Contender("ours", lambda: None, common.kernel_timer(kernel, [*inputs, out]))
+        ]
         peers = peers_for(wl, inputs, args.threads)
         for name, fn in peers.items():
             common.check(f"{spec} [{name}]", _array(fn()), out, rtol=1e-3)

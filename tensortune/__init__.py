@@ -17,16 +17,17 @@ from .errors import (
     SpecError,
     TensorTuneError,
 )
+from .pipeline import compile as compile_with
 from .schedule import Schedule
 from .target import Target
-from .workload import Workload, workload
-
+from .tuning import compile_tuned, tune
 from .version import __version__
+from .workload import Workload, workload
 
 _NO_DB = object()
 
 
-def compile(program, schedule=None, target=None, db=_NO_DB) -> Kernel:  # noqa: A001
+def compile(program, schedule=None, target=None, db=_NO_DB) -> Kernel:
     """Compile a spec string, Workload or output Tensor(s) into a callable Kernel.
 
     With ``schedule`` that schedule is used; with ``db`` (a path, URL, or None for the default
@@ -34,19 +35,8 @@ def compile(program, schedule=None, target=None, db=_NO_DB) -> Kernel:  # noqa: 
     workload was never tuned; with neither, the plain loop nest.
     """
     if db is not _NO_DB and schedule is None:
-        from .tune import compile_tuned
-
         return compile_tuned(program, db, target)
-    from .pipeline import compile as compile_with
-
     return compile_with(program, schedule, target)
-
-
-def tune(workload, **kwargs):
-    """See :func:`tensortune.tune.tune`."""
-    from .tune import tune as run
-
-    return run(workload, **kwargs)
 
 
 __all__ = [

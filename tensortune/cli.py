@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__
 from .errors import StrategyError, TensorTuneError
+from .version import __version__
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -272,7 +272,7 @@ def _console(stderr: bool = False, width: int = 160):
 def cmd_tune(args: argparse.Namespace) -> int:
     from .database import open_database
     from .search.registry import STRATEGIES
-    from .tune import tune
+    from .tuning import tune
     from .workload import workload
 
     wl = workload(args.spec)  # SpecError before anything starts
@@ -656,7 +656,7 @@ def _curve_png(name: str, target: str, recs, flops: float | None) -> str:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from .database import open_database
-    from .tune import compile_tuned
+    from .tuning import compile_tuned
     from .workload import workload
 
     wl = workload(args.spec)

@@ -71,7 +71,7 @@ def arg_specs(func: PrimFunc) -> tuple[ArgSpec, ...]:
     )
 
 
-def compile(program, schedule: Schedule | None = None, target: Target | None = None) -> Kernel:  # noqa: A001
+def compile(program, schedule: Schedule | None = None, target: Target | None = None) -> Kernel:
     """Compile a program with a schedule (default: the naive loop nest) into a callable Kernel."""
     outputs = as_outputs(program)
     target = target or Target.detect()

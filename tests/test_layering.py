@@ -26,7 +26,7 @@ ORDER = [
     "space",
     "cost_model",
     "search",
-    "tune",
+    "tuning",
     "cli",
     "__main__",
 ]
@@ -49,7 +49,9 @@ def imports_of(path: Path) -> set[str]:
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            names = [f"{target}.{a.name}" for a in node.names] if target == "tensortune" else [target]
+            names = (
+                [f"{target}.{a.name}" for a in node.names] if target == "tensortune" else [target]
+            )
             found.update(n for n in names if n.startswith("tensortune"))
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("tensortune"))
@@ -57,7 +59,9 @@ def imports_of(path: Path) -> set[str]:
 
 
 def test_every_stage_is_known():
-    stages = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if not p.name.startswith("_")}
+    stages = {
+        p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if not p.name.startswith("_")
+    }
     stages = {s for s in stages if s != "py" and not s.endswith(".pyc")}
     assert stages <= set(ORDER) | {"__pycache__"}, stages - set(ORDER)
 

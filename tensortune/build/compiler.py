@@ -119,7 +119,7 @@ def compile_library(
 def _run_compiler(command: list[str], timeout: float) -> None:
     shown = shlex.join(command)
     try:
-        # Own session: on timeout the whole group dies, not just the driver (cc1 and as too).
+        # Own session, so a timeout kills the whole group: cc1 and as, not just the driver.
         proc = subprocess.Popen(
             command,
             shell=False,
@@ -132,11 +132,13 @@ def _run_compiler(command: list[str], timeout: float) -> None:
         raise BuildError(f"cannot run the C compiler: {exc}\ncommand: {shown}") from exc
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
+    except BaseException as exc:  # timeout or Ctrl-C: leave no compiler running
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        raise BuildError(f"compiler timed out after {timeout:g} s: {shown}") from exc
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise BuildError(f"compiler timed out after {timeout:g} s: {shown}") from exc
+        raise
     if proc.returncode != 0:
         log = stderr or stdout
         lines = log.splitlines()

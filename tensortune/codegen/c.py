@@ -31,7 +31,7 @@ from ..te.expr import (
     substitute,
     walk,
 )
-from .preamble import C_TYPE, HEADER, mask_type, scalar_call, vector_helpers, vtype
+from .preamble import C_TYPE, HEADER, scalar_call, vector_helpers, vtype
 
 STACK_LIMIT_BYTES = 128 * 1024
 _PREC = {"or": 1, "and": 2, "cmp": 3, "add": 4, "sub": 4, "mul": 5, "div": 5, "mod": 5}
@@ -158,6 +158,8 @@ class CEmitter:
         if s.kind == "vectorized":
             self.vector_loop(s)
             return
+        if self.vector_accumulate(s):
+            return
         name = self.declare(s.var)
         self.ranges[s.var] = s.extent
         if s.extent == 1:
@@ -179,6 +181,54 @@ class CEmitter:
         self.nested(s.body)
         self.in_parallel = saved
         self.line("}")
+
+    def vector_accumulate(self, s: For) -> bool:
+        """A reduction over ``for r: for v (vectorized)`` into one element keeps a vector
+        accumulator across ``r`` and reduces its lanes once, instead of once per iteration."""
+        inner = s.body
+        if not (
+            s.kind == "serial"
+            and isinstance(inner, For)
+            and inner.kind == "vectorized"
+            and inner.extent in (4, 8, 16, 32, 64)
+            and isinstance(inner.body, Store)
+            and id(inner.body.buffer) not in self.registers
+        ):
+            return False
+        st = inner.body
+        off = self.offset(st.buffer, tuple(self.prepare(i) for i in st.indices))
+        red = _reduction(self.prepare(st.value), st.buffer, off)
+        if red is None or _vars_of(off) & {s.var, inner.var}:
+            return False
+        op, rest = red
+        name, dt, lanes = self.declare(s.var), st.buffer.dtype, inner.extent
+        t = self.use_vec(dt, lanes)
+        acc = f"{st.buffer.name}_acc"
+        identity = {"add": "0", "max": "-INFINITY", "min": "INFINITY"}[op]
+        if dt == "int32" and op != "add":
+            identity = "INT32_MIN" if op == "max" else "INT32_MAX"
+        self.line("{")
+        self.depth += 1
+        self.line(f"{t} {acc} = tt_splat_{t}({identity});")
+        self.ranges[s.var] = s.extent
+        self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
+        self.depth += 1
+        self.vec, self.ranges[inner.var] = _Vec(inner.var, lanes), lanes
+        try:
+            x = self.vexpr(rest, dt)
+        finally:
+            self.vec = None
+        self.line(f"{acc} = {acc} + {x};" if op == "add" else f"{acc} = tt_{op}_{t}({acc}, {x});")
+        self.depth -= 1
+        self.line("}")
+        target = self.load_flat(st.buffer, off)
+        horizontal = {"add": "sum", "max": "max", "min": "min"}[op]
+        combined = f"tt_h{horizontal}_{t}({acc})"
+        rhs = f"{target} + {combined}" if op == "add" else f"TT_{op.upper()}({target}, {combined})"
+        self.line(f"{target} = {rhs};")
+        self.depth -= 1
+        self.line("}")
+        return True
 
     def invariant_guards(self, s: For) -> list[Expr]:
         """Guards inside the loop that no loop inside it changes (tails of outer tiles)."""
@@ -406,7 +456,8 @@ class CEmitter:
             op, rest = red
             self.use_vec(dt, lanes)
             target = self.load_flat(st.buffer, off)
-            combined = f"tt_h{ {'add': 'sum', 'max': 'max', 'min': 'min'}[op] }_{t}({self.vexpr(rest, dt)})"
+            horizontal = {"add": "sum", "max": "max", "min": "min"}[op]
+            combined = f"tt_h{horizontal}_{t}({self.vexpr(rest, dt)})"
             rhs = (
                 f"{target} + {combined}"
                 if op == "add"

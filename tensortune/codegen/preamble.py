@@ -66,13 +66,15 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     if dtype == "float32" and lanes == 16:
         bcast = (
             "#if defined(__AVX512F__)\n"
-            f"static inline {t} tt_bcast_{t}(const float* p) {{ return ({t})_mm512_set1_ps(*p); }}\n"
+            f"static inline {t} tt_bcast_{t}(const float* p) "
+            f"{{ return ({t})_mm512_set1_ps(*p); }}\n"
             f"#else\n{bcast}\n#endif"
         )
     elif dtype == "float32" and lanes == 8:
         bcast = (
             "#if defined(__AVX__)\n"
-            f"static inline {t} tt_bcast_{t}(const float* p) {{ return ({t})_mm256_broadcast_ss(p); }}\n"
+            f"static inline {t} tt_bcast_{t}(const float* p) "
+            f"{{ return ({t})_mm256_broadcast_ss(p); }}\n"
             f"#else\n{bcast}\n#endif"
         )
     out.append(bcast)
@@ -80,7 +82,8 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
         f"static inline {t} tt_select_{t}({m} c, {t} a, {t} b) {{ "
         f"return ({t})((({m})a & c) | (({m})b & ~c)); }}"
         if dtype != "int32"
-        else f"static inline {t} tt_select_{t}({m} c, {t} a, {t} b) {{ return (a & c) | (b & ~c); }}"
+        else f"static inline {t} tt_select_{t}({m} c, {t} a, {t} b) "
+        "{ return (a & c) | (b & ~c); }"
     )
     out.append(
         f"static inline {t} tt_max_{t}({t} a, {t} b) {{ return tt_select_{t}(a > b, a, b); }}"
@@ -88,17 +91,21 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     out.append(
         f"static inline {t} tt_min_{t}({t} a, {t} b) {{ return tt_select_{t}(a < b, a, b); }}"
     )
-    for red, op in (("sum", "r + v[l]"), ("max", "TT_MAX(r, v[l])"), ("min", "TT_MIN(r, v[l])")):
+    for red, op in (("sum", "t[l] + t[l + w]"), ("max", "TT_MAX(t[l], t[l + w])"),
+                    ("min", "TT_MIN(t[l], t[l + w])")):
+        # a tree of log2(lanes) steps, not a chain of lanes-1 dependent operations
         out.append(
-            f"static inline {s} tt_h{red}_{t}({t} v) {{ {s} r = v[0]; "
-            f"for (int l = 1; l < {lanes}; ++l) r = {op}; return r; }}"
+            f"static inline {s} tt_h{red}_{t}({t} v) {{ {s} t[{lanes}]; memcpy(t, &v, sizeof t); "
+            f"for (int w = {lanes // 2}; w > 0; w /= 2) for (int l = 0; l < w; ++l) "
+            f"t[l] = {op}; return t[0]; }}"
         )
     if dtype == "float32" and funcs & set(VECTOR_MATH):
         out.append(vector_math(t, m, lanes, funcs))
     for f in sorted(funcs - set(VECTOR_MATH) if dtype == "float32" else funcs):
         out.append(
             f"static inline {t} tt_{f}_{t}({t} v) {{ {t} r; "
-            f"for (int l = 0; l < {lanes}; ++l) r[l] = {scalar_call(f, dtype, 'v[l]')}; return r; }}"
+            f"for (int l = 0; l < {lanes}; ++l) r[l] = {scalar_call(f, dtype, 'v[l]')}; "
+            "return r; }"
         )
     return "\n".join(out)
 
@@ -113,7 +120,10 @@ def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
     need = set(funcs)
     if need & {"tanh", "sigmoid", "erf"}:
         need.add("exp")
-    code = [f"static inline {t} tt_abs_{t}({t} x) {{ return ({t})(({m})x & (({m}){{}} + 0x7fffffff)); }}"]
+    code = [
+        f"static inline {t} tt_abs_{t}({t} x) "
+        f"{{ return ({t})(({m})x & (({m}){{}} + 0x7fffffff)); }}"
+    ]
     if "exp" in need:
         code.append(f"""static inline {t} tt_exp_{t}({t} x) {{
   x = tt_min_{t}(tt_max_{t}(x, tt_splat_{t}(-87.3f)), tt_splat_{t}(88.3f));

@@ -86,7 +86,7 @@ class _Lowering:
     def stage_nest(
         self, st: Stage, region: dict[str, tuple[Expr, int]], buf: Buffer, context: dict[Var, int]
     ) -> Stmt:
-        """The loop nest computing ``st`` over ``region`` (root axis -> (min, extent)) into ``buf``."""
+        """The nest computing ``st`` over ``region`` (root axis -> (min, extent)) into ``buf``."""
         full = st.root_extents
         ext = st.extents({name: region[name][1] for name in full})
         loops = st.leaves
@@ -130,7 +130,7 @@ class _Lowering:
         return body
 
     def init_nest(self, st, loops, ext, init, guards) -> Stmt:
-        """Reset the accumulator just outside the outermost reduce loop, over the inner spatial loops."""
+        """Reset the accumulator just outside the outermost reduce loop (inner spatial loops)."""
         spatial = [lp for lp in loops if lp.kind == "spatial"]
         inner_vars = {lp.var for lp in loops}
         mine = [g for g in guards if _vars(g) & inner_vars and not _vars(g) & _reduce_vars(loops)]

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -59,6 +59,16 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 _STDERR_TAIL = 4000
+# Start the worker under a bare `tensortune` package: the real __init__ imports the whole
+# compiler (and SciPy), doubling the ~0.35 s start-up paid after every failed candidate.
+_BOOTSTRAP = """
+import sys, types
+package = types.ModuleType("tensortune")
+package.__path__ = [sys.argv[1]]
+sys.modules["tensortune"] = package
+from tensortune.measure.worker import main
+main()
+"""
 _Saved = dict[int, tuple[Any, str]]
 
 
@@ -83,12 +93,12 @@ class _WorkerGone(Exception):
 
 
 class _Worker:
-    """One `python -m tensortune.measure.worker` child in its own process group."""
+    """One worker child process (see `worker.py`) in its own process group."""
 
     def __init__(self, env: dict[str, str], startup_timeout: float):
         self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (finalizer closes)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tensortune.measure.worker"],
+            [sys.executable, "-c", _BOOTSTRAP, str(Path(__file__).resolve().parents[1])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -131,7 +141,9 @@ class _Worker:
 
     def stderr_since(self, position: int) -> str:
         self.stderr.seek(position)
-        text = self.stderr.read().decode(errors="replace").strip()
+        lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+        # faulthandler's list of loaded extension modules says nothing about the kernel
+        text = "\n".join(line for line in lines if not line.startswith("Extension modules:"))
         return text if len(text) <= _STDERR_TAIL else "...\n" + text[-_STDERR_TAIL:]
 
     def exit_code(self, grace: float = 5.0) -> int:
@@ -192,8 +204,15 @@ class Runner:
         self.max_tasks_per_worker = max_tasks_per_worker
         self._worker: _Worker | None = None
 
-    def run(self, candidates: Sequence[RunRequest]) -> list[MeasureResult]:
-        """Measure each candidate in order; failures are results, never exceptions."""
+    def run(
+        self,
+        candidates: Sequence[RunRequest],
+        on_result: Callable[[int, MeasureResult], None] | None = None,
+    ) -> list[MeasureResult]:
+        """Measure each candidate in order; failures are results, never exceptions.
+
+        ``on_result(index, result)`` is called as soon as each candidate is measured (the tuner
+        commits it there, so a kill loses nothing already measured)."""
         if not candidates:
             return []
         try:
@@ -205,7 +224,12 @@ class Runner:
             )
         with tempfile.TemporaryDirectory(prefix="tensortune-run-") as tmp:
             saved: _Saved = {}
-            return [self._run_one(c, target, timer, Path(tmp), saved) for c in candidates]
+            results = []
+            for index, candidate in enumerate(candidates):
+                results.append(self._run_one(candidate, target, timer, Path(tmp), saved))
+                if on_result is not None:
+                    on_result(index, results[-1])
+            return results
 
     def close(self) -> None:
         """Stop the worker process (also done at garbage collection and exit)."""
@@ -222,7 +246,6 @@ class Runner:
     def _run_one(
         self, request: RunRequest, target: Target, timer: Path, tmp: Path, saved: _Saved
     ) -> MeasureResult:
-        start = time.perf_counter()
         try:
             job = self._job(request, timer, tmp, saved)
             with _measure_lock():
@@ -230,7 +253,7 @@ class Runner:
         except Exception as exc:
             self.close()
             reply = {"error_kind": "runtime", "error_msg": f"{type(exc).__name__}: {exc}"}
-        elapsed = time.perf_counter() - start
+        elapsed = reply.get("run_seconds", 0.0)
         if "error_kind" in reply:
             self.close()  # a failed candidate may have corrupted the worker
             return MeasureResult.failure(
@@ -254,22 +277,24 @@ class Runner:
                 self.close()
                 return {"error_kind": "runtime", "error_msg": f"cannot start worker: {exc!r}"}
             position = worker.stderr_position()
+            started = time.perf_counter()
             try:
                 worker.send(job)
             except OSError:  # BrokenPipeError: it was gone before this candidate
                 self.close()
                 continue
             try:
-                return worker.receive(self.timeout)
+                reply = worker.receive(self.timeout)
             except TimeoutError:
                 self.close()
-                return {
+                reply = {
                     "error_kind": "timeout",
                     "error_msg": f"kernel {name!r} did not finish within {self.timeout:g} s; "
                     "worker killed",
                 }
             except _WorkerGone:
-                return _death_report(worker, position, name)
+                reply = _death_report(worker, position, name)
+            return {**reply, "run_seconds": time.perf_counter() - started}
         return {"error_kind": "runtime", "error_msg": "the worker process keeps dying while idle"}
 
     def _ready_worker(self, target: Target) -> _Worker:
@@ -340,8 +365,6 @@ def _worker_env(target: Target) -> dict[str, str]:
     env.setdefault("OMP_WAIT_POLICY", "passive")
     for blas in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[blas] = "1"
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, (package_root, env.get("PYTHONPATH"))))
     return env
 
 

@@ -5,7 +5,7 @@ Every primitive names its stage and loops by string, checks legality first (rais
 instruction to ``trace``; ``Schedule.from_trace`` replays it onto a fresh schedule.
 
     s = Schedule(C)
-    io, ii = s.split("C", "i", 8)        # for i in 0..M  ->  for i_o: for i_i in 0..8 (i = i_o*8 + i_i)
+    io, ii = s.split("C", "i", 8)   # for i  ->  for i_o: for i_i in 0..8  (i = i_o*8 + i_i)
     s.reorder("C", io, "j", ii)
     s.vectorize("C", "j")
 """
@@ -71,7 +71,7 @@ def _post_order(outputs: Sequence[Tensor]) -> list[Tensor]:
 
 
 class Schedule:
-    """The stages of a program in producer-before-consumer order, plus the trace that shaped them."""
+    """A program's stages, producers before consumers, and the trace that shaped them."""
 
     def __init__(self, outputs: Tensor | Sequence[Tensor]):
         outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
@@ -117,7 +117,7 @@ class Schedule:
     # -- loop transformations -------------------------------------------------------------------
     @_traced
     def split(self, stage: str, loop: str, factor: int) -> tuple[str, str]:
-        """``for x in N`` -> ``for x_o in ceil(N/f): for x_i in f`` with x = x_o*f + x_i (tails guarded)."""
+        """``for x in N`` -> ``for x_o in ceil(N/f): for x_i in f``; x = x_o*f + x_i"""
         st = self.stage(stage, "split")
         lp = self._loop(st, loop, "split")
         if not isinstance(factor, int) or isinstance(factor, bool) or factor <= 0:
@@ -202,7 +202,8 @@ class Schedule:
             raise ScheduleError(
                 "vectorize",
                 loop,
-                f"extent {ext} is not a power of two between 2 and {MAX_VECTOR_LANES}; split it first",
+                f"extent {ext} is not a power of two between 2 and {MAX_VECTOR_LANES}; "
+                "split it first",
             )
         if st.tensor.dtype == "bool":
             raise ScheduleError("vectorize", loop, "boolean tensors cannot be vectorized")
@@ -257,7 +258,7 @@ class Schedule:
 
     @_traced
     def annotate(self, key: str, value: Any) -> None:
-        """Code-generation flags: opt_level ("O2"/"O3"), unroll_pragma (int), extra_cflags, fast_math."""
+        """Code-generation flags: opt_level ("O2"/"O3"), extra_cflags, fast_math."""
         if key not in TARGET_FLAGS:
             raise ScheduleError("annotate", None, f"unknown key '{key}'; use one of {TARGET_FLAGS}")
         if key == "opt_level" and value not in ("O1", "O2", "O3", "Ofast"):
@@ -269,10 +270,10 @@ class Schedule:
     # -- placement --------------------------------------------------------------------------------
     @_traced
     def compute_at(self, stage: str, consumer: str, loop: str) -> None:
-        """Compute the stage inside ``consumer``'s loop, just the region that one iteration needs."""
+        """Compute the stage inside ``consumer``'s loop: the region one iteration needs."""
         st = self.stage(stage, "compute_at")
         cons = self.stage(consumer, "compute_at")
-        lp = self._loop(cons, loop, "compute_at")
+        self._loop(cons, loop, "compute_at")
         users = self.consumers(st)
         if st.is_output:
             raise ScheduleError("compute_at", loop, f"'{st.name}' is an output; it stays at root")
@@ -356,9 +357,10 @@ class Schedule:
     ) -> str:
         """Copy ``tensor`` into a new blocked layout read by ``consumer`` (a cache_read).
 
-        Axis ``axis`` is split by ``factor`` into (outer, inner), the inner part moved last; then the
-        dimensions are permuted by ``order``. E.g. B[K, N] with axis=1, factor=16, order=(1, 0, 2)
-        gives B_pack[N/16, K, 16], so a 16-wide vector load of B_pack is contiguous. Tails are zero.
+        Axis ``axis`` is split by ``factor`` into (outer, inner), the inner part moved last;
+        then the dimensions are permuted by ``order``. E.g. B[K, N] with axis=1, factor=16,
+        order=(1, 0, 2) gives B_pack[N/16, K, 16], so a 16-wide vector load of B_pack is
+        contiguous. Tails are zero.
         """
         cons = self.stage(consumer, "pack")
         src = next((t for t in _reads(cons) if t.name == tensor), None)

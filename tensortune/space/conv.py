@@ -58,11 +58,10 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         st = next(x for x in s.stages if x.tensor.tag == "conv2d")
         name = st.name
         for other in list(s.stages):
-            if other.tensor.tag == "pad" and config["inline_pad"]:
+            padding = other.tensor.tag == "pad"
+            producer = other.attach == ("root",) and not other.is_output and other is not st
+            if (padding and config["inline_pad"]) or (producer and not padding):
                 s.compute_inline(other.name)
-            elif other.attach == ("root",) and not other.is_output and other is not st:
-                if other.tensor.tag != "pad":
-                    s.compute_inline(other.name)
         rows, width, lanes_ = config["rows"], config["vectors"] * config["lanes"], config["lanes"]
         cache = s.cache_write(name, "register")
         ro, ri = s.split(name, row, rows)

@@ -9,8 +9,8 @@ For GEMV-like shapes a ``stream`` variant reads B once, row by row.
 from __future__ import annotations
 
 from ..schedule import Schedule
-from ..te.expr import TensorRead, walk
 from ..target import Target
+from ..te.expr import TensorRead, walk
 from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (

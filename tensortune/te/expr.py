@@ -1,7 +1,8 @@
 """Scalar expression nodes of the tensor-expression DSL.
 
-Nodes are frozen dataclasses, so structurally equal expressions compare and hash equal; variables carry
-a unique id so that two loops both called ``i`` never collide. Python operators build nodes.
+Nodes are frozen dataclasses, so structurally equal expressions compare and hash equal;
+variables carry a unique id so that two loops both called ``i`` never collide. Python
+operators build nodes.
 """
 
 from __future__ import annotations
@@ -234,9 +235,9 @@ def binary(op: str, a: Any, b: Any) -> Expr:
         if a.dtype != "bool" or b.dtype != "bool":
             raise DSLError(f"'{op}' needs boolean operands, got {a.dtype} and {b.dtype}")
         return Binary(op, a, b, "bool")
-    if op in ("floordiv", "mod") and (a.dtype != "int32" or b.dtype != "int32"):
-        if op == "mod" or a.dtype == "bool" or b.dtype == "bool":
-            raise DSLError(f"'{op}' needs int32 operands, got {a.dtype} and {b.dtype}")
+    ints = a.dtype == "int32" and b.dtype == "int32"
+    if op in ("floordiv", "mod") and not ints and (op == "mod" or "bool" in (a.dtype, b.dtype)):
+        raise DSLError(f"'{op}' needs int32 operands, got {a.dtype} and {b.dtype}")
     dtype = promote(a.dtype, b.dtype)
     if op == "div" and dtype == "int32":
         raise DSLError("'/' on integers is ambiguous: use '//' for floor division or cast to float")

@@ -68,7 +68,8 @@ class Tensor:
         idx = idx if isinstance(idx, tuple) else (idx,)
         if len(idx) != self.ndim:
             raise DSLError(
-                f"tensor '{self.name}' has {self.ndim} dimensions {self.shape}, indexed with {len(idx)}"
+                f"tensor '{self.name}' has {self.ndim} dimensions {self.shape}, "
+                f"indexed with {len(idx)}"
             )
         exprs = tuple(as_expr(i.var if isinstance(i, IterVar) else i, "int32") for i in idx)
         for e in exprs:
@@ -130,7 +131,8 @@ def compute(
     for node in walk(body):
         if isinstance(node, Reduce) and node is not body:
             raise DSLError(
-                f"compute '{name}': a reduction must be the whole body; compute it as its own tensor"
+                f"compute '{name}': a reduction must be the whole body; "
+                "compute it as its own tensor"
             )
     return Tensor(sanitize(name), shape, body.dtype, axes, body, tag, dict(attrs or {}))
 

@@ -1,7 +1,7 @@
 """Autotuning: the loop that searches a design space by measuring, and using its results."""
 
 from .apply import compile_tuned
+from .loop import TuneState, measure_configs, tune
 from .result import TuneResult
-from .tuner import TuneState, tune
 
-__all__ = ["TuneResult", "TuneState", "compile_tuned", "tune"]
+__all__ = ["TuneResult", "TuneState", "compile_tuned", "measure_configs", "tune"]

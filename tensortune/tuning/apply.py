@@ -8,7 +8,8 @@ from ..pipeline import compile as compile_with
 from ..schedule import Schedule
 from ..space.registry import design_space
 from ..target import Target
-from ..workload import Workload, workload as parse_workload
+from ..workload import Workload
+from ..workload import workload as parse_workload
 
 
 def compile_tuned(program, db=None, target: Target | None = None) -> Kernel:

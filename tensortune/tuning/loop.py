@@ -1,0 +1,231 @@
+"""The tuning loop: ask the strategy for configs, build them in parallel, time them one at a time
+in an isolated worker, commit every measurement at once, tell the strategy, repeat.
+
+A rerun of the same tune resumes: records already in the database for this workload and target
+are told to the strategy first (so it never proposes them again) and count toward the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..database import Database, open_database
+from ..database.record import TuningRecord
+from ..errors import TensorTuneError
+from ..measure.builder import build_candidates
+from ..measure.result import MeasureResult
+from ..measure.runner import Runner, RunRequest
+from ..pipeline import arg_specs, build_source, schedule_flags
+from ..search.registry import make_strategy
+from ..space.registry import design_space
+from ..space.template import DesignSpace
+from ..target import Target
+from ..workload import Workload
+from ..workload import workload as parse_workload
+from .result import TuneResult
+
+Progress = Callable[["TuneState"], None]
+
+
+@dataclass
+class TuneState:
+    """What a progress display needs; updated as each measurement is committed."""
+
+    workload: str
+    trials_done: int
+    trials_total: int
+    best_seconds: float | None
+    best_gflops: float | None
+    errors: int
+    elapsed: float
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    since_best: int = 0
+
+
+def _as_workload(spec) -> Workload:
+    if isinstance(spec, Workload):
+        return spec
+    if isinstance(spec, str):
+        return parse_workload(spec)
+    raise TensorTuneError(
+        f"tune() takes a workload spec string (e.g. 'matmul:M=256,N=256,K=256') or a Workload, "
+        f"got {type(spec).__name__}"
+    )
+
+
+def _machine() -> dict:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"hostname": socket.gethostname(), "load1": load}
+
+
+@dataclass
+class _Session:
+    """One tune invocation: commits each measurement the moment it is known."""
+
+    wl: Workload
+    target_key: str
+    strategy: str
+    database: Database
+    state: TuneState
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    start: float = field(default_factory=time.perf_counter)
+
+    def count(self, seconds: float | None, error: str | None) -> None:
+        st = self.state
+        st.trials_done += 1
+        if error is not None:
+            st.errors += 1
+            st.errors_by_kind[error] = st.errors_by_kind.get(error, 0) + 1
+        if seconds is not None and (st.best_seconds is None or seconds < st.best_seconds):
+            st.best_seconds, st.since_best = seconds, 0
+            st.best_gflops = _gflops(self.wl, seconds)
+        else:
+            st.since_best += 1
+        st.elapsed = time.perf_counter() - self.start
+
+    def commit(self, config: dict, trace: list, res: MeasureResult) -> None:
+        self.count(res.seconds, res.error_kind)
+        self.database.commit_record(
+            TuningRecord(
+                workload=self.wl.name,
+                target=self.target_key,
+                config=config,
+                trace=trace,
+                seconds=res.seconds,
+                spread=list(res.spread),
+                error=res.error_kind,
+                error_msg=res.error_msg or None,
+                strategy=self.strategy,
+                trial=self.state.trials_done,
+                tuning_seconds=self.state.elapsed,
+                run_id=self.run_id,
+                machine=_machine(),
+            )
+        )
+
+
+def tune(
+    workload,
+    trials: int = 64,
+    strategy: str = "model",
+    db=None,
+    target: Target | None = None,
+    timeout: float = 10.0,
+    seed: int | None = 0,
+    batch_size: int = 8,
+    max_seconds: float | None = None,
+    early_stop: int | None = None,
+    progress: Progress | None = None,
+) -> TuneResult:
+    """Tune ``workload`` for ``trials`` measurements (in total, counting earlier runs)."""
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
+        raise TensorTuneError(f"trials must be a non-negative integer, got {trials!r}")
+    if timeout <= 0:
+        raise TensorTuneError(f"timeout must be positive seconds, got {timeout!r}")
+    wl = _as_workload(workload)
+    target = target or Target.detect()
+    ds = design_space(wl, target)
+    search = make_strategy(strategy, ds.space, seed=seed)
+    database = open_database(db)
+    state = TuneState(wl.name, 0, trials, None, None, 0, 0.0)
+    session = _Session(wl, str(target), strategy, database, state)
+    previous = [r for r in database.records(wl.name, str(target)) if ds.space.is_valid(r.config)]
+    if previous:  # resume: the strategy never proposes these again, and they count
+        search.tell([r.config for r in previous], [_cost(r.seconds) for r in previous])
+        for r in previous:
+            session.count(r.seconds, r.error)
+        state.since_best = 0
+    inputs = wl.random_inputs(seed or 0)
+    reference = wl.reference(inputs)
+    scale = max(1.0, float(max(abs(r).max() for r in _as_tuple(reference))))
+    with Runner(timeout=timeout, target=target, rtol=1e-4, atol=1e-4 * scale) as runner:
+        while state.trials_done < trials:
+            if max_seconds is not None and time.perf_counter() - session.start >= max_seconds:
+                break
+            if early_stop is not None and state.since_best >= early_stop:
+                break
+            configs = search.ask(min(batch_size, trials - state.trials_done))
+            if not configs:
+                break  # the space is exhausted
+            costs = [math.inf] * len(configs)
+
+            def measured(index: int, trace: list, res: MeasureResult, configs=configs, costs=costs):
+                session.commit(configs[index], trace, res)
+                costs[index] = _cost(res.seconds)
+                if progress:
+                    progress(state)
+
+            measure_configs(ds, configs, target, runner, inputs, reference, measured)
+            search.tell(configs, costs)
+    best_rec = database.best(wl.name, str(target))
+    if database is not db:  # a Database the caller passed in stays open for the caller
+        database.close()
+    return TuneResult(
+        workload=wl.name,
+        target=str(target),
+        best_config=best_rec.config if best_rec else None,
+        best_seconds=best_rec.seconds if best_rec else None,
+        gflops=_gflops(wl, best_rec.seconds if best_rec else None),
+        trials=state.trials_done,
+        errors=state.errors,
+        tuning_seconds=time.perf_counter() - session.start,
+        errors_by_kind=dict(state.errors_by_kind),
+    )
+
+
+def measure_configs(
+    ds: DesignSpace,
+    configs: list[dict],
+    target: Target,
+    runner: Runner,
+    inputs: list,
+    reference,
+    on_result: Callable[[int, list, MeasureResult], None],
+) -> None:
+    """Build every config in parallel, then run the built ones one at a time in the isolated
+    worker; ``on_result(index, trace, result)`` hears of each as soon as it is known."""
+    prepared = []
+    for index, config in enumerate(configs):
+        try:
+            sch = ds.schedule(config)
+            source, func = build_source(sch, ds.workload.op, target)
+            prepared.append((index, sch.trace, (source, *schedule_flags(sch)), func))
+        except TensorTuneError as exc:
+            on_result(index, [], MeasureResult.failure("compile", str(exc)))
+    t0 = time.perf_counter()
+    built = build_candidates([p[2] for p in prepared], target, n_workers=os.cpu_count() or 1)
+    build_seconds = (time.perf_counter() - t0) / max(1, len(prepared))
+    runnable = []
+    for (index, trace, _, func), lib in zip(prepared, built, strict=True):
+        if isinstance(lib, Exception):
+            msg = getattr(lib, "log", "") or str(lib)
+            on_result(
+                index, trace, MeasureResult.failure("compile", msg, build_seconds=build_seconds)
+            )
+            continue
+        request = RunRequest(
+            lib, func.name, arg_specs(func), tuple(inputs), reference, build_seconds
+        )
+        runnable.append((index, trace, request))
+    runner.run(
+        [r for _, _, r in runnable],
+        lambda k, res: on_result(runnable[k][0], runnable[k][1], res),
+    )
+
+
+def _as_tuple(x) -> tuple:
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _cost(seconds: float | None) -> float:
+    return math.inf if seconds is None else seconds
+
+
+def _gflops(wl: Workload, seconds: float | None) -> float | None:
+    return None if not seconds else wl.flops / seconds / 1e9

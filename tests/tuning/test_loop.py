@@ -1,0 +1,249 @@
+"""The tuning loop against hostile candidates, a killed tuner, and bad arguments.
+
+(a) candidates that segfault, hang, compute garbage or do not compile are recorded with the
+    right error kind while the good ones are measured and win;
+(b) a tuner killed with SIGKILL keeps every committed record and a rerun resumes without
+    re-measuring anything;
+(c) bad arguments fail early with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import tensortune as tt
+import tensortune.tuning.loop as tuner
+from tensortune.database import open_database
+from tensortune.errors import SpecError, StrategyError, TensorTuneError
+from tensortune.space import Knob, SearchSpace
+from tensortune.space.template import DesignSpace
+
+SPEC = "matmul:M=8,N=16,K=8"
+SPEC_16 = "matmul:M=16,N=16,K=16"
+M, N, K = 8, 16, 8
+
+# Hand-written kernels following the generated-kernel ABI: the kernel function (inputs, then
+# the output) and the `<name>_packed(void** args)` entry point the timer and worker call.
+_PACKED = """
+int {name}_packed(void** args) {{
+  return {name}((const float*)args[0], (const float*)args[1], (float*)args[2]);
+}}
+"""
+_SIGNATURE = "int {name}(const float* restrict A, const float* restrict B, float* restrict C)"
+BAD_SOURCES = {
+    "crash": _SIGNATURE
+    + """ {{
+  volatile float* nowhere = (volatile float*)0;
+  *nowhere = A[0];  /* SIGSEGV */
+  return 0;
+}}
+"""
+    + _PACKED,
+    "hang": _SIGNATURE
+    + """ {{
+  volatile int spin = 1;
+  while (spin) {{ }}
+  return 0;
+}}
+"""
+    + _PACKED,
+    "wrong": _SIGNATURE
+    + """ {{
+  for (int i = 0; i < {m}; ++i)
+    for (int j = 0; j < {n}; ++j) {{
+      float acc = 0.0f;
+      for (int k = 0; k < {k}; ++k) acc += A[i * {k} + k] * B[k * {n} + j];
+      C[i * {n} + j] = acc + 1.0f;  /* off by one everywhere */
+    }}
+  return 0;
+}}
+"""
+    + _PACKED,
+    "syntax": _SIGNATURE
+    + """ {{
+  return 0   /* missing semicolon */
+}}
+"""
+    + _PACKED,
+}
+EXPECTED_ERROR = {
+    "good": None,
+    "good_o2": None,
+    "crash": "crash",
+    "hang": "timeout",
+    "wrong": "wrong_result",
+    "syntax": "compile",
+}
+
+
+@pytest.fixture
+def hostile_space(monkeypatch):
+    """Make the tuner see a one-knob space whose bad choices compile to hand-written C."""
+    real_design_space, real_build_source = tuner.design_space, tuner.build_source
+    kind_of: dict[int, str] = {}
+    alive: list = []  # keeps schedules alive so their id() stays unique
+
+    def fake_design_space(wl, target):
+        real = real_design_space(wl, target)
+
+        def build(config):
+            kind = config["kind"]
+            opt = "O2" if kind == "good_o2" else "O3"
+            sch = real.schedule({**real.default, "opt_level": opt})
+            kind_of[id(sch)] = kind
+            alive.append(sch)
+            return sch
+
+        space = SearchSpace([Knob("kind", tuple(EXPECTED_ERROR))])
+        return DesignSpace(wl, target, space, build, {"kind": "good"})
+
+    def fake_build_source(sch, name, target):
+        source, func = real_build_source(sch, name, target)
+        kind = kind_of.get(id(sch), "good")
+        if kind in BAD_SOURCES:
+            source = BAD_SOURCES[kind].format(name=func.name, m=M, n=N, k=K)
+        return source, func
+
+    monkeypatch.setattr(tuner, "design_space", fake_design_space)
+    monkeypatch.setattr(tuner, "build_source", fake_build_source)
+
+
+def test_hostile_candidates_are_recorded_by_kind(hostile_space, tmp_path):
+    db = tmp_path / "hostile.db"
+    states = []
+    start = time.perf_counter()
+    result = tt.tune(
+        SPEC, trials=6, strategy="grid", db=db, timeout=2.0, seed=0, progress=states.append
+    )
+    assert time.perf_counter() - start < 60
+
+    with open_database(db) as database:
+        records = database.records()
+    by_kind = {r.config["kind"]: r for r in records}
+    assert sorted(by_kind) == sorted(EXPECTED_ERROR), "every candidate is recorded once"
+    for kind, expected in EXPECTED_ERROR.items():
+        rec = by_kind[kind]
+        assert rec.error == expected, f"{kind}: {rec.error} ({rec.error_msg})"
+        if expected is None:
+            assert rec.seconds is not None and rec.seconds > 0
+        else:
+            assert rec.seconds is None and rec.error_msg
+    assert "SIGSEGV" in by_kind["crash"].error_msg
+    assert "2 s" in by_kind["hang"].error_msg
+    assert "expected" in by_kind["syntax"].error_msg  # the compiler's own diagnostic
+
+    assert result.trials == 6
+    assert result.errors == 4
+    assert result.errors_by_kind == {"crash": 1, "timeout": 1, "wrong_result": 1, "compile": 1}
+    assert result.best_config["kind"] in ("good", "good_o2")
+    assert result.best_seconds == min(by_kind[k].seconds for k in ("good", "good_o2"))
+    assert result.gflops == pytest.approx(2 * M * N * K / result.best_seconds / 1e9)
+    assert states and states[-1].trials_done == 6 and states[-1].errors == 4
+
+    # A rerun with the same budget measures nothing new and reports the same totals.
+    again = tt.tune(SPEC, trials=6, strategy="grid", db=db, timeout=2.0, seed=0)
+    assert (again.trials, again.errors) == (6, 4)
+    assert again.errors_by_kind == result.errors_by_kind
+    assert again.best_config == result.best_config
+    with open_database(db) as database:
+        assert len(database.records()) == 6
+
+
+def _count_records(db: Path) -> int:
+    """Records committed so far, read without going through (or locking like) tensortune."""
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    except sqlite3.OperationalError:  # the table is not created yet
+        return 0
+
+
+@pytest.mark.slow
+def test_sigkill_keeps_committed_records_and_rerun_resumes(tmp_path):
+    db = tmp_path / "killed.db"
+    trials = 40
+    code = textwrap.dedent(
+        f"""
+        import tensortune as tt
+        r = tt.tune({SPEC_16!r}, trials={trials}, strategy="random", db={str(db)!r}, seed=1)
+        print(r.trials)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _count_records(db) < 3:
+            assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+            assert time.monotonic() < deadline, "no records committed within 120 s"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    with open_database(db) as database:
+        survived = database.records()
+    assert 3 <= len(survived) < trials, "killed midway, with the committed records intact"
+    assert len({r.run_id for r in survived}) == 1
+
+    result = tt.tune(SPEC_16, trials=trials, strategy="random", db=db, seed=1)
+    assert result.trials == trials
+
+    with open_database(db) as database:
+        after = database.records()
+    assert len(after) == trials
+    keys = [r.config_key for r in after]
+    assert len(set(keys)) == len(keys), "a rerun never re-measures a recorded config"
+    # Every record committed before the kill is still there, unchanged.
+    assert [r.to_json() for r in after[: len(survived)]] == [r.to_json() for r in survived]
+    rerun_ids = {r.run_id for r in after[len(survived) :]}
+    assert len(rerun_ids) == 1 and rerun_ids.isdisjoint({survived[0].run_id})
+    assert [r.trial for r in after[len(survived) :]] == list(range(len(survived) + 1, trials + 1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"workload": SPEC, "trials": -1}, TensorTuneError, "trials must be a non-negative"),
+        ({"workload": SPEC, "trials": 2.5}, TensorTuneError, "trials must be a non-negative"),
+        ({"workload": SPEC, "strategy": "bogus"}, StrategyError, "unknown strategy 'bogus'"),
+        ({"workload": "matmul:M=8,N=16"}, SpecError, "missing K"),
+        ({"workload": "nonsense"}, SpecError, "unknown op"),
+        ({"workload": SPEC, "timeout": 0}, TensorTuneError, "timeout must be positive"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(tmp_path, kwargs, error, match):
+    db = tmp_path / "never.db"
+    with pytest.raises(error, match=match):
+        tt.tune(**{"trials": 2, "strategy": "random", "db": db, **kwargs})
+    assert not db.exists(), "a rejected tune does not touch the database"
+
+
+def test_tune_result_is_json_serialisable(tmp_path):
+    """Zero trials measures nothing but still answers (e.g. `--trials 0` to query)."""
+    result = tt.tune(SPEC, trials=0, strategy="random", db=tmp_path / "t.db")
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["trials"] == 0 and data["best_config"] is None and data["errors_by_kind"] == {}
+
+
+def test_tt_tune_stays_callable_after_the_tuning_modules_are_imported(tmp_path):
+    """``tt.tune`` is a function whatever submodules were imported before."""
+    import tensortune.tuning.loop  # noqa: F401 (the import is the point)
+
+    assert callable(tt.tune)
+    result = tt.tune(SPEC, trials=0, strategy="random", db=tmp_path / "t.db")
+    assert result.workload == SPEC and result.trials == 0
