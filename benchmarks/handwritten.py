@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 import tensortune as tt
+from tensortune.space.template import vector_columns
 
 MATMUL = "matmul:M=1024,N=1024,K=1024"
 CONV = "conv2d:N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1"
@@ -34,13 +35,9 @@ def matmul_schedule(wl: tt.Workload) -> tt.Schedule:
     s.compute_at(c, "matmul", jo_i)
     s.reorder(c, ["k", "i", "j"])
     s.unroll(c, "i")
-    vo, vi = s.split(c, "j", 16)
-    s.unroll(c, vo)
-    s.vectorize(c, vi)
+    vector_columns(s, c, "j", 32, 16)  # split by 16, unroll the 2 vectors, vectorize the lanes
     s.unroll("matmul", ii)
-    vo, vi = s.split("matmul", ji, 16)
-    s.unroll("matmul", vo)
-    s.vectorize("matmul", vi)
+    vector_columns(s, "matmul", ji, 32, 16)
     s.parallel("matmul", io)
     bp = s.pack("B", c, axis=1, factor=32, order=(1, 0, 2))  # B_pack[N/32, K, 32]
     s.parallel(bp, "i0")
@@ -62,13 +59,9 @@ def conv_schedule(wl: tt.Workload) -> tt.Schedule:
     s.compute_at(c, "conv2d", qo)
     s.reorder(c, ["c", "r", "s", "k", "q"])
     s.unroll(c, "k")
-    vo, vi = s.split(c, "q", 16)
-    s.unroll(c, vo)
-    s.vectorize(c, vi)
+    vector_columns(s, c, "q", 32, 16)
     s.unroll("conv2d", ki)
-    vo, vi = s.split("conv2d", qi, 16)
-    s.unroll("conv2d", vo)
-    s.vectorize("conv2d", vi)
+    vector_columns(s, "conv2d", qi, 32, 16)
     s.parallel("conv2d", ko)
     return s
 

@@ -24,12 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tensortune as tt
 from tensortune.database import open_database
-from tensortune.database.record import TuningRecord
 from tensortune.measure.runner import Runner
 from tensortune.search.registry import STRATEGIES, make_strategy
 from tensortune.space.registry import design_space
 from tensortune.space.space import SearchSpace
-from tensortune.tuning.loop import measure_configs
+from tensortune.tuning.loop import measure_configs, record_of
 
 WORKLOADS = ["matmul:M=1024,N=1024,K=1024", "conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"]
 
@@ -48,16 +47,8 @@ class MeasuredCosts:
         }
 
     def remember(self, config: dict, trace: list, res) -> None:
-        rec = TuningRecord(
-            workload=self.wl.name,
-            target=str(self.target),
-            config=config,
-            trace=trace,
-            seconds=res.seconds,
-            spread=list(res.spread),
-            error=res.error_kind,
-            error_msg=res.error_msg or None,
-            strategy="strategies-benchmark",
+        rec = record_of(
+            self.wl.name, str(self.target), config, trace, res, strategy="strategies-benchmark"
         )
         self.db.commit_record(rec)
         self.known[rec.config_key] = res.seconds if res.ok else math.inf

@@ -19,6 +19,7 @@ from .template import (
     common_knobs,
     lanes_for,
     schedule_simple,
+    vector_columns,
     vector_registers,
 )
 
@@ -78,9 +79,9 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         red = [c, r, sk] if config["reduce_order"] == "crs" else [r, sk, c]
         s.reorder(cache, [*red, row, col])
         s.unroll(cache, row)
-        _columns(s, cache, col, width, lanes_)
+        vector_columns(s, cache, col, width, lanes_)
         s.unroll(name, ri)
-        _columns(s, name, ci, width, lanes_)
+        vector_columns(s, name, ci, width, lanes_)
         if target.num_threads > 1:
             leaves = [lp.name for lp in s[name].leaves]
             outer = leaves[1] if ext[n_] == 1 else leaves[0]
@@ -103,12 +104,3 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         "opt_level": "O3",
     }
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
-
-
-def _columns(s: Schedule, stage: str, loop: str, width: int, lanes: int) -> None:
-    if width == lanes:
-        s.vectorize(stage, loop)
-        return
-    vo, vi = s.split(stage, loop, lanes)
-    s.unroll(stage, vo)
-    s.vectorize(stage, vi)

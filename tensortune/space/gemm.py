@@ -21,6 +21,7 @@ from .template import (
     lanes_for,
     schedule_simple,
     split_vectorize,
+    vector_columns,
     vector_registers,
 )
 
@@ -107,9 +108,9 @@ def _tile(s, name, i, j, b, lanes, config, target) -> None:
     k_loops = [lp.name for lp in s[cache].leaves if lp.kind == "reduce"]
     s.reorder(cache, [*k_loops, i, j])
     s.unroll(cache, i)
-    _vector_columns(s, cache, j, nr, lanes)
+    vector_columns(s, cache, j, nr, lanes)
     s.unroll(name, ii)
-    _vector_columns(s, name, ji, nr, lanes)
+    vector_columns(s, name, ji, nr, lanes)
     first = s[name].leaves[0].name
     if target.num_threads > 1 and len(s[name].leaves) > 1:
         s.parallel(name, first)
@@ -122,16 +123,6 @@ def _tile(s, name, i, j, b, lanes, config, target) -> None:
         if target.num_threads > 1:
             s.parallel(packed, pst.leaves[0].name)
         split_vectorize(s, packed, pst.leaves[-1].name, nr, lanes)
-
-
-def _vector_columns(s: Schedule, stage: str, loop: str, nr: int, lanes: int) -> None:
-    """``nr`` columns as ``nr/lanes`` unrolled vectors."""
-    if nr == lanes:
-        s.vectorize(stage, loop)
-        return
-    vo, vi = s.split(stage, loop, lanes)
-    s.unroll(stage, vo)
-    s.vectorize(stage, vi)
 
 
 def _stream(s, name, i, j, n, lanes, config, target) -> None:

@@ -62,6 +62,16 @@ def split_vectorize(s: Schedule, stage: str, loop: str, extent: int, lanes: int)
         s.vectorize(stage, inner)
 
 
+def vector_columns(s: Schedule, stage: str, loop: str, width: int, lanes: int) -> None:
+    """``width`` columns of a register tile as ``width/lanes`` unrolled vectors."""
+    if width == lanes:
+        s.vectorize(stage, loop)
+        return
+    vo, vi = s.split(stage, loop, lanes)
+    s.unroll(stage, vo)
+    s.vectorize(stage, vi)
+
+
 def schedule_simple(
     s: Schedule, st: Stage, lanes: int, parallel: bool, vectorize: bool = True
 ) -> None:
@@ -126,5 +136,6 @@ __all__ = [
     "lanes_for",
     "schedule_simple",
     "split_vectorize",
+    "vector_columns",
     "vector_registers",
 ]

@@ -61,16 +61,17 @@ _COMPARE = {
 }
 
 
-try:  # NumPy has no erf; scipy is optional and math.erf (exact, but slow) stands in for it
-    from scipy.special import erf as _erf64
-except ImportError:  # pragma: no cover - depends on the environment
-    _erf64 = np.vectorize(math.erf, otypes=[np.float64])
-
-
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf computed in float64, returned in the dtype of ``x``."""
+    """erf computed in float64, returned in the dtype of ``x``.
+
+    NumPy has no erf: scipy's is used when installed (imported here, not at start-up), else
+    math.erf, exact but slow."""
+    try:
+        from scipy.special import erf as erf64
+    except ImportError:  # pragma: no cover - depends on the environment
+        erf64 = np.vectorize(math.erf, otypes=[np.float64])
     x = np.asarray(x)
-    return np.asarray(_erf64(x.astype(np.float64))).astype(x.dtype)
+    return np.asarray(erf64(x.astype(np.float64))).astype(x.dtype)
 
 
 _CALLS = {

@@ -92,15 +92,12 @@ class _Session:
     def commit(self, config: dict, trace: list, res: MeasureResult) -> None:
         self.count(res.seconds, res.error_kind)
         self.database.commit_record(
-            TuningRecord(
-                workload=self.wl.name,
-                target=self.target_key,
-                config=config,
-                trace=trace,
-                seconds=res.seconds,
-                spread=list(res.spread),
-                error=res.error_kind,
-                error_msg=res.error_msg or None,
+            record_of(
+                self.wl.name,
+                self.target_key,
+                config,
+                trace,
+                res,
                 strategy=self.strategy,
                 trial=self.state.trials_done,
                 tuning_seconds=self.state.elapsed,
@@ -108,6 +105,23 @@ class _Session:
                 machine=_machine(),
             )
         )
+
+
+def record_of(
+    workload: str, target: str, config: dict, trace: list, res: MeasureResult, **extra
+) -> TuningRecord:
+    """The database record of one measurement."""
+    return TuningRecord(
+        workload=workload,
+        target=target,
+        config=config,
+        trace=trace,
+        seconds=res.seconds,
+        spread=list(res.spread),
+        error=res.error_kind,
+        error_msg=res.error_msg or None,
+        **extra,
+    )
 
 
 def tune(
