@@ -47,21 +47,19 @@ def matmul_schedule(wl: tt.Workload) -> tt.Schedule:
 
 
 def conv_schedule(wl: tt.Workload) -> tt.Schedule:
-    """4 output channels x 2 vectors of 16 output columns per register tile; padding done once."""
+    """2 output channels x a whole output row (7 vectors of 8) per register tile; padding once."""
     s = tt.Schedule(wl.outputs)
     s.parallel("X_pad", "i1")
-    _, vi = s.split("X_pad", "i3", 16)
-    s.vectorize("X_pad", vi)
     c = s.cache_write("conv2d", "register")
-    ko, ki = s.split("conv2d", "k", 4)
-    qo, qi = s.split("conv2d", "q", 32)
+    ko, ki = s.split("conv2d", "k", 2)
+    qo, qi = s.split("conv2d", "q", 56)
     s.reorder("conv2d", ["n", ko, "p", qo, ki, qi])
     s.compute_at(c, "conv2d", qo)
     s.reorder(c, ["c", "r", "s", "k", "q"])
     s.unroll(c, "k")
-    vector_columns(s, c, "q", 32, 16)
+    vector_columns(s, c, "q", 56, 8)
     s.unroll("conv2d", ki)
-    vector_columns(s, "conv2d", qi, 32, 16)
+    vector_columns(s, "conv2d", qi, 56, 8)
     s.parallel("conv2d", ko)
     return s
 

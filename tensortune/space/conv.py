@@ -37,7 +37,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     lane_choices = tuple(x for x in (8, 16) if x <= lanes) or (lanes,)
     knobs = [
         Knob("rows", tuple(x for x in (1, 2, 3, 4, 6, 8, 12) if x <= ext[row])),
-        Knob("vectors", (1, 2, 3, 4)),
+        Knob("vectors", (1, 2, 3, 4, 5, 6, 7, 8)),
         Knob("lanes", lane_choices),
         Knob("inline_pad", (False, True)),
         Knob("reduce_order", ("crs", "rsc")),
@@ -94,13 +94,26 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         apply_common(s, config)
         return s
 
+    lanes_d, vectors_d = _tile_width(ext[col], lane_choices)
     default = {
-        "rows": max(x for x in knobs[0].choices if x <= 4),
-        "vectors": 1 if ext[col] <= lanes else 2,
-        "lanes": lane_choices[-1] if ext[col] >= lanes else lane_choices[0],
+        "rows": max(
+            x
+            for x in knobs[0].choices
+            if x <= max(1, (regs - vectors_d - 1) // vectors_d) and x <= 3
+        ),
+        "vectors": vectors_d,
+        "lanes": lanes_d,
         "inline_pad": False,
         "reduce_order": "crs",
         "parallel_fuse": False,
         "opt_level": "O3",
     }
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
+
+
+def _tile_width(extent: int, lane_choices: tuple[int, ...]) -> tuple[int, int]:
+    """(lanes, vectors) covering the output row with the least padding, then the widest."""
+    options = [(lanes, v) for lanes in lane_choices for v in range(1, 8)]
+    return min(
+        options, key=lambda o: (-(-extent // (o[0] * o[1])) * o[0] * o[1] - extent, -o[0] * o[1])
+    )
