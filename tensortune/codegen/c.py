@@ -31,13 +31,13 @@ from ..te.expr import (
     substitute,
     walk,
 )
+from ..te.tensor import C_RESERVED
 from .preamble import C_TYPE, HEADER, scalar_call, vector_helpers, vtype
 
 STACK_LIMIT_BYTES = 128 * 1024
 _PREC = {"or": 1, "and": 2, "cmp": 3, "add": 4, "sub": 4, "mul": 5, "div": 5, "mod": 5}
 _CSYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&&", "or": "||"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_RESERVED = {"int", "float", "double", "for", "if", "else", "return", "char", "void", "long"}
 
 
 class _NoPromotion(Exception):
@@ -86,7 +86,7 @@ class CEmitter:
         self.bind: dict[Var, Expr] = {}  # unrolled loop variables -> constants
         self.ranges: dict[Var, int] = {}
         self.var_names: dict[Var, str] = {}
-        self.taken: set[str] = {b.name for b in (*func.params, *func.temporaries)} | _RESERVED
+        self.taken: set[str] = {b.name for b in (*func.params, *func.temporaries)} | C_RESERVED
         self.registers: dict[int, _Registers] = {}
         self.vec_used: dict[tuple[str, int], set[str]] = {}
         self.in_parallel = False
@@ -107,8 +107,10 @@ class CEmitter:
         self.lines.append("  " * self.depth + text)
 
     def use_vec(self, dtype: str, lanes: int, func: str | None = None) -> str:
+        if dtype == "bool":  # boolean lanes are masks: 0 or -1 in int32 lanes
+            dtype = "int32"
         funcs = self.vec_used.setdefault((dtype, lanes), set())
-        if dtype in FLOAT_DTYPES or dtype == "bool":
+        if dtype in FLOAT_DTYPES:
             self.vec_used.setdefault((_mask_dtype(dtype), lanes), set())
         if func:
             funcs.add(func)
@@ -231,21 +233,36 @@ class CEmitter:
         return True
 
     def invariant_guards(self, s: For) -> list[Expr]:
-        """Guards inside the loop that no loop inside it changes (tails of outer tiles)."""
-        inner = {n.var for n in _stmts(s) if isinstance(n, For)}
+        """Guards inside the loop that no loop inside it changes (tails of outer tiles).
+
+        Unrolled loops inside count as constants: each of their values gives one instance of
+        the guard, all of which are hoisted."""
+        fors = [n for n in _stmts(s) if isinstance(n, For)]
+        unrolled = {n.var: n.extent for n in fors if n.kind == "unrolled" and n is not s}
+        inner = {n.var for n in fors} - unrolled.keys()
         found: list[Expr] = []
         for node in _stmts(s.body):
-            if isinstance(node, IfThen):
-                c = self.prepare(node.cond)
+            if not isinstance(node, IfThen) or not _index_only(node.cond):
+                continue
+            for c in self._instances(node.cond, unrolled):
                 if (
                     not isinstance(c, Const)
                     and c not in self.assumed
                     and not _vars_of(c) & inner
-                    and _index_only(c)
                     and c not in found
                 ):
                     found.append(c)
         return found
+
+    def _instances(self, cond: Expr, unrolled: dict[Var, int], limit: int = 64) -> list[Expr]:
+        """``cond`` prepared once per combination of the unrolled loop values it uses."""
+        used = [v for v in unrolled if v in _vars_of(cond)]
+        combos: list[dict[Var, Expr]] = [{}]
+        for v in used:
+            combos = [{**c, v: Const(k)} for c in combos for k in range(unrolled[v])]
+            if len(combos) > limit:
+                return []
+        return [self.prepare(substitute(cond, combo)) for combo in combos]
 
     def unswitch(self, s: For, name: str, conds: list[Expr]) -> None:
         """``if (all guards) { loop without them } else { loop with them }``."""
@@ -271,21 +288,31 @@ class CEmitter:
         if buf.scope == "register":
             regs = _Registers(buf)
             saved_lines, saved_vec = self.lines, dict(self.vec_used)
+            # the attempt may stop anywhere in the body: restore the whole emission state
+            saved_state = (self.depth, dict(self.bind), self.in_parallel, self.vec)
             self.lines = []
             self.registers[id(buf)] = regs
+            self.depth += 1
             try:
                 self.stmt(body)
             except _NoPromotion:
                 self.lines, self.vec_used = saved_lines, saved_vec
+                self.depth, self.bind, self.in_parallel, self.vec = saved_state
                 del self.registers[id(buf)]
                 self.local_array(buf, body, "register tile kept in memory: indices not constant")
                 return
+            self.depth -= 1
             body_lines, self.lines = self.lines, saved_lines
             del self.registers[id(buf)]
+            # a block of its own: an unrolled loop may emit the same tile more than once
+            self.line("{")
+            self.depth += 1
             self.line(f"/* {buf.name}: {buf.dtype}{list(buf.shape)} held in registers */")
             for decl in regs.declarations():
                 self.line(decl)
+            self.depth -= 1
             self.lines.extend(body_lines)
+            self.line("}")
             return
         self.local_array(buf, body, None)
 
@@ -489,6 +516,8 @@ class CEmitter:
         t = self.use_vec(dtype, lanes)
         if kind == "vec":
             return code
+        if dtype == "bool":  # a scalar boolean is 0 or 1; a lane mask is 0 or -1
+            return f"tt_splat_{t}(-(int32_t)({code}))"
         if kind == "mem":
             return f"tt_bcast_{t}(&{code})"
         return f"tt_splat_{t}({code})"
@@ -508,6 +537,12 @@ class CEmitter:
                 t = self.use_vec(dt, lanes)
                 base = self.prepare(substitute(off, {v: Const(0)}))
                 regs = self.registers.get(id(buf))
+                if dt == "bool":  # one byte per element: gather and widen 0/1 to 0/-1
+                    lanes_code = [
+                        self.load_flat(buf, self.prepare(substitute(off, {v: Const(k)})))
+                        for k in range(lanes)
+                    ]
+                    return f"(-(({t}){{{', '.join(lanes_code)}}}))", "vec"
                 if stride == 1 and regs is not None:
                     return regs.name(self.const_offset(base), lanes), "vec"
                 if stride == 1:
@@ -529,9 +564,13 @@ class CEmitter:
                 if op in ("max", "min"):
                     return f"tt_{op}_{t}({va}, {vb})", "vec"
                 if op in ("and", "or"):
+                    vb = self.mask_as(vb, _mask_of(b), _mask_of(a))
                     return f"({va} {'&' if op == 'and' else '|'} {vb})", "vec"
                 if op in ("floordiv", "mod") and dt == "int32":
-                    return f"({va} {'/' if op == 'floordiv' else '%'} {vb})", "vec"
+                    if self.nonneg(a) and self.nonneg(b):  # C's truncation is the floor
+                        return f"({va} {'/' if op == 'floordiv' else '%'} {vb})", "vec"
+                    t = self.use_vec(dt, lanes, op)
+                    return f"tt_{op}_{t}({va}, {vb})", "vec"
                 if op == "floordiv":
                     raise LoweringError("vectorized float floor division is not supported")
                 return f"({va} {_CSYM[op]} {vb})", "vec"
@@ -543,17 +582,31 @@ class CEmitter:
                 t = self.use_vec(dt, lanes)
                 if kind != "vec":
                     return f"({cc} ? {tv} : {fv})", "vec"
+                cc = self.mask_as(cc, _mask_of(c), _mask_dtype(dt))
                 return f"tt_select_{t}({cc}, {tv}, {fv})", "vec"
             case Call(func, (x,), _):
                 xv = self.vexpr(x, x.dtype)
                 if func == "neg":
                     return f"(-{xv})", "vec"
+                if func == "not":
+                    return f"(~{xv})", "vec"
                 t = self.use_vec(dt, lanes, func)
                 return f"tt_{func}_{t}({xv})", "vec"
             case Cast(x, _):
                 t = self.use_vec(dt, lanes)
-                return f"__builtin_convertvector({self.vexpr(x, x.dtype)}, {t})", "vec"
+                xv = self.vexpr(x, x.dtype)
+                if dt == "bool":
+                    return f"({xv} != 0)", "vec"
+                if x.dtype == "bool":  # lanes of -1 become 1
+                    xv = f"(-{xv})"
+                return f"__builtin_convertvector({xv}, {t})", "vec"
         raise LoweringError(f"cannot vectorize {e!r}")
+
+    def mask_as(self, code: str, have: str, want: str) -> str:
+        """A lane mask of ``have``-wide elements as one of ``want``-wide elements."""
+        if have == want:
+            return code
+        return f"__builtin_convertvector({code}, {self.use_vec(want, self.vec.lanes)})"
 
     # -- the whole function ----------------------------------------------------------------------
     def function(self) -> str:
@@ -612,8 +665,20 @@ def _mask_dtype(dtype: str) -> str:
     return {"float32": "int32", "float64": "int64", "bool": "int32"}.get(dtype, dtype)
 
 
+def _mask_of(e: Expr) -> str:
+    """Element type of the lane mask that a boolean vector expression evaluates to."""
+    match e:
+        case Compare(_, a, _):
+            return _mask_dtype(a.dtype)
+        case Binary("and" | "or", a, _) | Call("not", (a,)):
+            return _mask_of(a)
+        case Cast(x, "bool"):
+            return _mask_dtype(x.dtype)
+    return "int32"
+
+
 def _bytes(dtype: str) -> int:
-    return 8 if dtype == "float64" else 4
+    return {"float64": 8, "bool": 1}.get(dtype, 4)
 
 
 def _literal(v, dtype: str) -> str:

@@ -7,9 +7,12 @@ to ``vbroadcastss mem`` rather than a register shuffle competing with FMAs for a
 
 from __future__ import annotations
 
-C_TYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "bool": "int32_t"}
+# bool is one byte, as in NumPy (and kernel arguments: C99 _Bool)
+C_TYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "bool": "_Bool"}
 SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "bool": "i32"}
-MASK_OF = {"float32": "int32", "float64": "int64", "int32": "int32", "bool": "int32"}
+MASK_OF = {
+    "float32": "int32", "float64": "int64", "int32": "int32", "bool": "int32", "int64": "int64"
+}  # fmt: skip
 _BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 32}
 _SCALAR = {**C_TYPE, "int64": "int64_t"}
 _SHORT = {**SHORT, "int64": "i64"}
@@ -99,6 +102,18 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
             f"for (int w = {lanes // 2}; w > 0; w /= 2) for (int l = 0; l < w; ++l) "
             f"t[l] = {op}; return t[0]; }}"
         )
+    # floor division and modulo (C's / and % truncate); a true comparison is -1 in every lane
+    if "floordiv" in funcs:
+        out.append(
+            f"static inline {t} tt_floordiv_{t}({t} a, {t} b) {{ {t} q = a / b, r = a % b; "
+            "return q + ((r != 0) & ((r ^ b) < 0)); }"
+        )
+    if "mod" in funcs:
+        out.append(
+            f"static inline {t} tt_mod_{t}({t} a, {t} b) {{ {t} r = a % b; "
+            "return r + (((r != 0) & ((r ^ b) < 0)) & b); }"
+        )
+    funcs = funcs - {"floordiv", "mod"}
     if dtype == "float32" and funcs & set(VECTOR_MATH):
         out.append(vector_math(t, m, lanes, funcs))
     for f in sorted(funcs - set(VECTOR_MATH) if dtype == "float32" else funcs):

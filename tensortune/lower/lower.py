@@ -185,6 +185,8 @@ def _identity(combiner: str, dtype: str) -> Expr:
         return const(0, dtype)
     if dtype == "int32":
         return Const(-(2**31) if combiner == "max" else 2**31 - 1)
+    if dtype == "bool":  # max is "any" (starts false), min is "all" (starts true)
+        return Const(combiner == "min", "bool")
     return const(float("-inf") if combiner == "max" else float("inf"), dtype)
 
 

@@ -35,10 +35,18 @@ def _traced(fn):
 
     @functools.wraps(fn)
     def wrapper(self: Schedule, *args, **kwargs):
-        bound = sig.bind(self, *args, **kwargs)
+        try:
+            bound = sig.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise ScheduleError(fn.__name__, None, f"bad arguments: {exc}") from None
         bound.apply_defaults()
         record = {k: _jsonable(v) for k, v in bound.arguments.items() if k != "self"}
-        result = fn(self, *args, **kwargs)
+        saved = self._snapshot()
+        try:
+            result = fn(self, *args, **kwargs)
+        except Exception:
+            self._restore(saved)  # a refused primitive leaves the schedule as it was
+            raise
         self.trace.append({"primitive": fn.__name__, "args": record})
         return result
 
@@ -89,6 +97,20 @@ class Schedule:
         ]
         self.trace: list[dict] = []
         self.flags: dict[str, Any] = {}
+
+    def _snapshot(self) -> tuple:
+        """Everything a primitive may change, to undo a primitive that fails half-way."""
+        copies = {"leaves": list, "relations": list, "annotations": dict}
+        stages = [
+            (st, {k: copies[k](v) if k in copies else v for k, v in vars(st).items()})
+            for st in self.stages
+        ]
+        return list(self.stages), stages, dict(self.flags)
+
+    def _restore(self, saved: tuple) -> None:
+        self.stages[:], stages, self.flags = saved[0], saved[1], saved[2]
+        for st, fields in stages:
+            vars(st).update(fields)
 
     # -- lookup ---------------------------------------------------------------------------------
     def __getitem__(self, name: str | Tensor) -> Stage:
@@ -207,6 +229,14 @@ class Schedule:
             )
         if st.tensor.dtype == "bool":
             raise ScheduleError("vectorize", loop, "boolean tensors cannot be vectorized")
+        for other in self.stages:
+            if other.attach == ("at", st.name, loop):
+                raise ScheduleError(
+                    "vectorize",
+                    loop,
+                    f"stage '{other.name}' is computed at this loop; a vector loop body can "
+                    "only hold stores",
+                )
         self._annotate(st, lp, "vectorized", "vectorize")
 
     @_traced
@@ -265,6 +295,20 @@ class Schedule:
             raise ScheduleError(
                 "annotate", None, f"opt_level must be O1/O2/O3/Ofast, got {value!r}"
             )
+        if key == "extra_cflags" and not (
+            isinstance(value, (list, tuple)) and all(isinstance(f, str) for f in value)
+        ):
+            raise ScheduleError(
+                "annotate", None, f"extra_cflags must be a list of strings, got {value!r}"
+            )
+        if key == "unroll_pragma" and (
+            not isinstance(value, int) or isinstance(value, bool) or value <= 0
+        ):
+            raise ScheduleError(
+                "annotate", None, f"unroll_pragma must be a positive int, got {value!r}"
+            )
+        if key == "fast_math" and not isinstance(value, bool):
+            raise ScheduleError("annotate", None, f"fast_math must be True or False, got {value!r}")
         self.flags[key] = value
 
     # -- placement --------------------------------------------------------------------------------
@@ -334,6 +378,13 @@ class Schedule:
             )
         if st.attach != ("root",):
             raise ScheduleError("cache_write", None, f"'{st.name}' is not computed at root")
+        inside = [o.name for o in self.stages if o.attach[:2] == ("at", st.name)]
+        if inside:  # their reads would move to the cache stage
+            raise ScheduleError(
+                "cache_write",
+                None,
+                f"{inside} computed at '{st.name}': apply cache_write before compute_at",
+            )
         name = f"{st.name}_{scope}"
         self._check_new_name(name, "cache_write")
         cache = _rename_compute(st, name)
@@ -368,9 +419,15 @@ class Schedule:
             raise ScheduleError(
                 "pack", None, f"'{consumer}' does not read a tensor called '{tensor}'"
             )
+        producer = next((st for st in self.stages if st.tensor is src), None)
+        if producer is not None and producer.attach[0] == "at":  # the copy would read it instead
+            at = f"{producer.attach[1]}.{producer.attach[2]}"
+            raise ScheduleError(
+                "pack", None, f"'{tensor}' is computed at {at}: pack it before compute_at"
+            )
         if axis is not None and not 0 <= axis < src.ndim:
             raise ScheduleError("pack", None, f"axis must be in [0, {src.ndim}), got {axis}")
-        if not isinstance(factor, int) or factor <= 0:
+        if not isinstance(factor, int) or isinstance(factor, bool) or factor <= 0:
             raise ScheduleError("pack", None, f"factor must be a positive int, got {factor!r}")
         ndim_new = src.ndim + (1 if axis is not None else 0)
         order = tuple(range(ndim_new)) if order is None else tuple(order)
@@ -401,7 +458,10 @@ class Schedule:
             fn = getattr(cls, name, None) if isinstance(name, str) else None
             if fn is None or not hasattr(fn, "__wrapped__"):
                 raise ScheduleError("from_trace", None, f"unknown primitive in trace step {step!r}")
-            fn(sch, **step.get("args", {}))
+            args = step.get("args", {})
+            if not isinstance(args, dict):
+                raise ScheduleError("from_trace", None, f"trace step {step!r} has no args dict")
+            fn(sch, **args)
         return sch
 
     def trace_json(self) -> str:

@@ -54,12 +54,12 @@ class ModelBasedSearch(SearchStrategy):
         *,
         model: CostModel | None = None,
         features: FeatureFn | None = None,
-        min_train: int = 16,
-        epsilon: float = 0.1,
+        min_train: int = 8,
+        epsilon: float = 0.05,
         pool_size: int = 2048,
         n_parents: int = 16,
         evolution_rounds: int = 4,
-        min_distance: int = 2,
+        min_distance: int = 1,
     ):
         super().__init__(space, seed)
         if not 0 <= epsilon <= 1 or min_train < 1 or pool_size < 8 or n_parents < 1:

@@ -21,12 +21,34 @@ from .expr import (
 )
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Identifiers a kernel's C source already means something by: C keywords, the libc and libm names
+# and macros it uses, and the ``tt_``/``TT_`` helpers and vector types of the codegen preamble.
+C_RESERVED = frozenset(
+    (
+        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+        "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+        "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+        "union", "unsigned", "void", "volatile", "while", "asm", "typeof", "_Alignas", "_Alignof",
+        "_Atomic", "_Bool", "_Complex", "_Generic", "_Imaginary", "_Noreturn", "_Static_assert",
+        "_Thread_local", "bool", "true", "false", "NULL", "NAN", "INFINITY", "int8_t", "int16_t",
+        "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t", "free",
+        "malloc", "aligned_alloc", "memcpy", "memset", "abs", "fabs", "fabsf", "floor", "floorf",
+        "exp", "expf", "log", "logf", "tanh", "tanhf", "erf", "erff", "sqrt", "sqrtf",
+    )
+)
+_RESERVED_FORM = re.compile(r"(tt_|TT_|__|_mm|[fi](32|64)x\d+$)")
 
 
 def sanitize(name: str) -> str:
-    """A C identifier derived from a user-given name (names reach generated C)."""
+    """A C identifier derived from a user-given name (names reach generated C).
+
+    ``my-tensor`` becomes ``my_tensor``, ``2x`` becomes ``t_2x``; a name the generated C already
+    uses is renamed (``float`` becomes ``float_``, ``tt_alloc`` becomes ``t_tt_alloc``).
+    """
     clean = re.sub(r"[^A-Za-z0-9_]", "_", name) or "t"
-    return clean if _NAME.fullmatch(clean) else f"t_{clean}"
+    if clean in C_RESERVED:
+        return f"{clean}_"
+    return clean if _NAME.fullmatch(clean) and not _RESERVED_FORM.match(clean) else f"t_{clean}"
 
 
 @dataclass(frozen=True, eq=False)

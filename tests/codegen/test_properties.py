@@ -7,25 +7,33 @@ reference. Set ``TT_PROPERTY_EXAMPLES`` to run more examples per property when h
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, event, given, note, settings
 from hypothesis import strategies as st
 
 import tensortune.te as te
+from tensortune.codegen import generate_c
+from tensortune.errors import ScheduleError
+from tensortune.lower import lower
 from tensortune.pipeline import compile
 from tensortune.schedule import Schedule
 from tensortune.target import Target
 
+# Bug hunting: TT_PROPERTY_EXAMPLES=500 TT_PROPERTY_RANDOM=1 (fresh examples each run),
+# TT_PROPERTY_NOSHRINK=1 (report the first failure as found), TT_PROPERTY_ASAN=1 (see check()).
 EXAMPLES = int(os.environ.get("TT_PROPERTY_EXAMPLES", "25"))
+NO_SHRINK = os.environ.get("TT_PROPERTY_NOSHRINK")
+_PHASES = {"phases": (Phase.explicit, Phase.generate)} if NO_SHRINK else {}
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=os.environ.get("TT_PROPERTY_RANDOM") is None,
-    phases=[Phase.explicit, Phase.generate] if os.environ.get("TT_PROPERTY_NOSHRINK") else tuple(Phase),
+    **_PHASES,
 )
 
 DIMS = st.sampled_from([1, 2, 3, 7, 8, 13, 16, 17, 31, 33])
@@ -51,8 +59,9 @@ def rand(rng: np.random.Generator, shape) -> np.ndarray:
 
 def check(sch: Schedule, outputs, inputs, expected, target: Target, reduction: int = 1) -> None:
     note(f"trace: {sch.trace_json()}")
-    if os.environ.get("TT_PROPERTY_ASAN"):  # run under LD_PRELOAD=$(gcc -print-file-name=libasan.so)
+    if os.environ.get("TT_PROPERTY_ASAN"):  # with LD_PRELOAD=$(gcc -print-file-name=libasan.so)
         sch.annotate("extra_cflags", ["-fsanitize=address", "-fno-omit-frame-pointer"])
+        print("trace:", sch.trace_json(), flush=True)
     kern = compile(outputs, sch, target)
     got = np.full(np.shape(expected), np.nan, dtype=np.float32)  # unwritten elements stay NaN
     kern(*inputs, out=got)
@@ -62,6 +71,12 @@ def check(sch: Schedule, outputs, inputs, expected, target: Target, reduction: i
 # -- random legal loop schedules -------------------------------------------------------------------
 def loops(sch: Schedule, stage: str) -> list[str]:
     return [lp.name for lp in sch[stage].leaves]
+
+
+def attachable(sch: Schedule, stage: str) -> list[str]:
+    """Loops a producer may be computed at: neither vectorized nor unrolled."""
+    notes = sch[stage].annotations
+    return [n for n in loops(sch, stage) if notes.get(n) in (None, "parallel")]
 
 
 def extent(sch: Schedule, stage: str, loop: str) -> int:
@@ -80,6 +95,18 @@ def random_reorder(draw, sch: Schedule, stage: str) -> None:
 
 def attach_points(sch: Schedule, stage: str) -> set[str]:
     return {o.attach[2] for o in sch.stages if o.attach[:2] == ("at", stage)}
+
+
+def random_fuse(draw, sch: Schedule, stage: str) -> None:
+    """Fuse one random pair of adjacent loops of the same kind."""
+    st_, busy = sch[stage], attach_points(sch, stage)
+    pairs = [
+        (a.name, b.name)
+        for a, b in zip(st_.leaves, st_.leaves[1:], strict=False)
+        if a.kind == b.kind and not {a.name, b.name} & (busy | st_.annotations.keys())
+    ]
+    if pairs and draw(st.booleans()):
+        sch.fuse(stage, *draw(st.sampled_from(pairs)))
 
 
 def random_vectorize(draw, sch: Schedule, stage: str) -> None:
@@ -110,6 +137,7 @@ def random_parallel(draw, sch: Schedule, stage: str, outer: int = 2) -> None:
 def random_loop_nest(draw, sch: Schedule, stage: str) -> None:
     random_splits(draw, sch, stage)
     random_reorder(draw, sch, stage)
+    random_fuse(draw, sch, stage)
     random_vectorize(draw, sch, stage)
     random_unroll(draw, sch, stage)
     random_parallel(draw, sch, stage)
@@ -149,7 +177,7 @@ def register_tile(draw, sch: Schedule, N: int) -> None:
 def local_tile(draw, sch: Schedule) -> None:
     """cache_write('local') computed at a random loop of a randomly tiled copy-out."""
     sch.cache_write("C", "local")
-    io, jo, ii, ji = sch.tile("C", "i", "j", draw(FACTORS), draw(FACTORS))
+    io, jo, _ii, _ji = sch.tile("C", "i", "j", draw(FACTORS), draw(FACTORS))
     sch.compute_at("C_local", "C", draw(st.sampled_from([io, jo])))
     random_reorder(draw, sch, "C_local")
     random_vectorize(draw, sch, "C_local")
@@ -161,7 +189,7 @@ def local_tile(draw, sch: Schedule) -> None:
 @SETTINGS
 @given(M=DIMS, N=DIMS, K=DIMS, kind=st.sampled_from(["loops", "register", "local"]), data=st.data())
 def test_matmul_random_schedule(target, M, N, K, kind, data):
-    A, B, C = matmul(M, N, K)
+    _A, _B, C = matmul(M, N, K)
     sch = Schedule(C)
     if kind == "register":
         register_tile(data.draw, sch, N)
@@ -169,12 +197,16 @@ def test_matmul_random_schedule(target, M, N, K, kind, data):
         local_tile(data.draw, sch)
     else:
         random_loop_nest(data.draw, sch, "C")
+        if data.draw(st.booleans()):
+            name, axis = data.draw(st.sampled_from([("A", 0), ("A", 1), ("B", 0), ("B", 1)]))
+            order = data.draw(st.permutations([0, 1, 2]))
+            sch.pack(name, "C", axis, data.draw(FACTORS), order)
     rng = np.random.default_rng(M * 10007 + N * 101 + K)
     a, b = rand(rng, (M, K)), rand(rng, (K, N))
     check(sch, C, (a, b), a.astype(np.float64) @ b, target, reduction=K)
 
 
-# -- (b) conv2d NCHW with stride, padding and groups -------------------------------------------------
+# -- (b) conv2d NCHW with stride, padding and groups -----------------------------------------------
 def conv2d_nchw(shape, out_ch: int, ksize: int, stride: int, pad: int, groups: int):
     n, c, h, w = shape
     X = te.placeholder(shape, name="X")
@@ -194,7 +226,8 @@ def conv2d_nchw(shape, out_ch: int, ksize: int, stride: int, pad: int, groups: i
     O = te.compute(
         (n, out_ch, oh, ow),
         lambda b, k, y, x: te.sum(
-            P[b, (k // kg) * cg + rc.var, y * stride + rr.var, x * stride + rs.var] * W[k, rc, rr, rs],
+            P[b, (k // kg) * cg + rc.var, y * stride + rr.var, x * stride + rs.var]
+            * W[k, rc, rr, rs],
             axis=(rc, rr, rs),
         ),
         name="conv",
@@ -203,7 +236,7 @@ def conv2d_nchw(shape, out_ch: int, ksize: int, stride: int, pad: int, groups: i
 
 
 def conv_reference(x, w, stride, pad, groups):
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     out_ch, cg, ks, _ = w.shape
     kg = out_ch // groups
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
@@ -214,7 +247,9 @@ def conv_reference(x, w, stride, pad, groups):
         ws = w[g * kg : (g + 1) * kg].astype(np.float64)
         for r in range(ks):
             for s in range(ks):
-                win = xs[:, :, r : r + stride * (oh - 1) + 1 : stride, s : s + stride * (ow - 1) + 1 : stride]
+                rows = slice(r, r + stride * (oh - 1) + 1, stride)
+                cols = slice(s, s + stride * (ow - 1) + 1, stride)
+                win = xs[:, :, rows, cols]
                 out[:, g * kg : (g + 1) * kg] += np.einsum("nchw,kc->nkhw", win, ws[:, :, r, s])
     return out
 
@@ -243,7 +278,7 @@ def conv_shapes(draw):
 )
 def test_conv2d_random_schedule(target, conv, placement, data):
     shape, out_ch, ksize, stride, pad, groups = conv
-    X, W, O = conv2d_nchw(shape, out_ch, ksize, stride, pad, groups)
+    _X, _W, O = conv2d_nchw(shape, out_ch, ksize, stride, pad, groups)
     sch = Schedule(O)
     draw = data.draw
     random_splits(draw, sch, "conv")
@@ -251,7 +286,7 @@ def test_conv2d_random_schedule(target, conv, placement, data):
     if placement == "inline":
         sch.compute_inline("pad")
     elif placement == "at":
-        sch.compute_at("pad", "conv", draw(st.sampled_from(loops(sch, "conv"))))
+        sch.compute_at("pad", "conv", draw(st.sampled_from(attachable(sch, "conv"))))
         random_reorder(draw, sch, "pad")
         random_vectorize(draw, sch, "pad")
     else:
@@ -266,7 +301,7 @@ def test_conv2d_random_schedule(target, conv, placement, data):
     check(sch, O, (x, w), conv_reference(x, w, stride, pad, groups), target, reduction=red)
 
 
-# -- (c) a fused elementwise chain --------------------------------------------------------------------
+# -- (c) a fused elementwise chain -----------------------------------------------------------------
 def chain(M: int, N: int, tail: str):
     A = te.placeholder((M, N), name="A")
     B = te.placeholder((M, N), name="B")
@@ -295,7 +330,7 @@ def chain_reference(a, b, bias, tail):
     data=st.data(),
 )
 def test_elementwise_chain_random_schedule(target, M, N, tail, placements, data):
-    A, B, bias, F = chain(M, N, tail)
+    _A, _B, _bias, F = chain(M, N, tail)
     sch = Schedule(F)
     draw = data.draw
     random_splits(draw, sch, "F")
@@ -306,9 +341,9 @@ def test_elementwise_chain_random_schedule(target, M, N, tail, placements, data)
             sch.compute_inline(stage)
         elif placement == "at" and consumers[stage] is not None:
             cons = consumers[stage]
-            if sch[cons].attach == ("inline",):
+            if sch[cons].attach == ("inline",) or not attachable(sch, cons):
                 continue
-            sch.compute_at(stage, cons, draw(st.sampled_from(loops(sch, cons))))
+            sch.compute_at(stage, cons, draw(st.sampled_from(attachable(sch, cons))))
             random_vectorize(draw, sch, stage)
         else:
             random_loop_nest(draw, sch, stage)
@@ -318,3 +353,61 @@ def test_elementwise_chain_random_schedule(target, M, N, tail, placements, data)
     rng = np.random.default_rng(M * 37 + N)
     a, b, c = rand(rng, (M, N)), rand(rng, (M, N)), rand(rng, (N,))
     check(sch, F, (a, b, c), chain_reference(a, b, c, tail), target)
+
+
+# -- (d) random requests, legal or not ------------------------------------------------------------
+def random_request(draw, sch: Schedule) -> None:
+    """One primitive with random arguments: it must either apply or raise ScheduleError."""
+    stages = [s.name for s in sch.stages]
+    stage = draw(st.sampled_from([*stages, *stages, "nope"]))
+    names = loops(sch, stage) if stage != "nope" else []
+    loop = draw(st.sampled_from([*names, *names, "zz"]))
+    other = draw(st.sampled_from([*names, "zz"]))
+    factor = draw(st.sampled_from([-1, 0, 1, 2, 3, 4, 4, 8, 8, 16]))
+    kind = draw(
+        st.sampled_from(
+            ["split", "fuse", "reorder", "vectorize", "unroll", "parallel", "compute_at",
+             "compute_inline", "compute_root", "cache_write", "pack"]
+        )
+    )  # fmt: skip
+    try:
+        if kind == "split":
+            sch.split(stage, loop, factor)
+        elif kind == "fuse":
+            sch.fuse(stage, loop, other)
+        elif kind == "reorder":
+            sch.reorder(stage, draw(st.permutations(names)) if names else ["zz"])
+        elif kind in ("vectorize", "unroll", "parallel"):
+            getattr(sch, kind)(stage, loop)
+        elif kind == "compute_at":
+            consumer = draw(st.sampled_from([s.name for s in sch.stages]))
+            sch.compute_at(stage, consumer, draw(st.sampled_from([*loops(sch, consumer), "zz"])))
+        elif kind in ("compute_inline", "compute_root"):
+            getattr(sch, kind)(stage)
+        elif kind == "cache_write":
+            sch.cache_write(stage, draw(st.sampled_from(["local", "register"])))
+        else:
+            tensor = draw(st.sampled_from(["A", "B", "P"]))
+            sch.pack(tensor, stage, draw(st.sampled_from([None, 0, 1])), max(factor, 1))
+    except ScheduleError:
+        pass
+
+
+@SETTINGS
+@given(M=DIMS, N=DIMS, K=DIMS, data=st.data())
+def test_random_requests_are_applied_or_refused_cleanly(target, M, N, K, data):
+    """Whatever mix of primitives is accepted compiles to the right answer and replays."""
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    P = te.compute((M, K), lambda i, k: A[i, k] * 2.0, name="P")
+    k = te.reduce_axis(K, "k")
+    C = te.compute((M, N), lambda i, j: te.sum(P[i, k] * B[k, j], axis=k), name="C")
+    sch = Schedule(C)
+    for _ in range(data.draw(st.integers(1, 30))):
+        random_request(data.draw, sch)
+    event(f"accepted {min(len(sch.trace) // 3 * 3, 9)}+ primitives")
+    replayed = Schedule.from_trace(C, json.loads(sch.trace_json()))
+    assert generate_c(lower(replayed, "k", 2)) == generate_c(lower(sch, "k", 2))
+    rng = np.random.default_rng(M * 7 + N * 3 + K)
+    a, b = rand(rng, (M, K)), rand(rng, (K, N))
+    check(sch, C, (a, b), (2.0 * a.astype(np.float64)) @ b, target, reduction=K)

@@ -82,7 +82,9 @@ def test_trains_on_every_told_result(space: SearchSpace) -> None:
 
 
 def test_batches_avoid_near_duplicates(space: SearchSpace) -> None:
-    strategy = ModelBasedSearch(space, seed=0, epsilon=0.0, min_train=16, pool_size=512)
+    strategy = ModelBasedSearch(
+        space, seed=0, epsilon=0.0, min_train=16, pool_size=512, min_distance=2
+    )
     configs = strategy.ask(16)
     strategy.tell(configs, [synthetic_cost(c) for c in configs])
     batch = strategy.ask(8)

@@ -1,0 +1,210 @@
+"""Lowering: printed loop IR of small schedules, guards, and bound inference of attached stages."""
+
+from __future__ import annotations
+
+import textwrap
+
+import tensortune.te as te
+from tensortune.ir.nodes import Allocate, For, IfThen, Seq, Stmt
+from tensortune.ir.printer import format_stmt
+from tensortune.lower import lower
+from tensortune.lower.bounds import read_range, region_of_reads
+from tensortune.schedule import Schedule
+from tensortune.te.expr import Const, Var
+
+
+def matmul(M: int, N: int, K: int):
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis(K, "k")
+    return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def golden(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def stmts(s: Stmt):
+    yield s
+    match s:
+        case Seq(items):
+            for x in items:
+                yield from stmts(x)
+        case For(body=body) | IfThen(body=body) | Allocate(body=body):
+            yield from stmts(body)
+
+
+def test_tiled_matmul_golden():
+    C = matmul(8, 8, 4)
+    s = Schedule(C)
+    io, jo, ii, ji = s.tile("C", "i", "j", 4, 4)
+    s.reorder("C", [io, jo, "k", ii, ji])
+    s.parallel("C", io)
+    s.vectorize("C", ji)
+    assert format_stmt(lower(s, "mm")) == golden(
+        """
+        def mm(A: float32[8, 4], B: float32[4, 8], C: float32[8, 8]):
+          # stage C
+          for i_o in range(2):  # parallel
+            for j_o in range(2):
+              for i_i in range(4):
+                for j_i in range(4):  # vectorized
+                  C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] = 0.0
+              for k in range(4):
+                for i_i in range(4):
+                  for j_i in range(4):  # vectorized
+                    C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] = (C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] + (A[(i_i + (i_o * 4)), k] * B[k, (j_i + (j_o * 4))]))
+        """  # noqa: E501
+    )
+
+
+def test_cache_write_local_golden():
+    C = matmul(8, 16, 4)
+    s = Schedule(C)
+    s.cache_write("C", "local")
+    _, jo, _, _ = s.tile("C", "i", "j", 2, 8)
+    s.compute_at("C_local", "C", jo)
+    assert format_stmt(lower(s, "mm")) == golden(
+        """
+        def mm(A: float32[8, 4], B: float32[4, 16], C: float32[8, 16]):
+          # stage C
+          for i_o in range(4):
+            for j_o in range(2):
+              alloc C_local: float32[2, 8] (local)
+              # C_local: computed at C.j_o
+              for i in range(2):
+                for j in range(8):
+                  C_local[i, j] = 0.0
+                  for k in range(4):
+                    C_local[i, j] = (C_local[i, j] + (A[(i + (i_o * 2)), k] * B[k, (j + (j_o * 8))]))
+              for i_i in range(2):
+                for j_i in range(8):
+                  C[(i_i + (i_o * 2)), (j_i + (j_o * 8))] = C_local[i_i, j_i]
+        """  # noqa: E501
+    )
+
+
+def test_non_divisible_split_guard_sits_inside_the_loop_it_depends_on():
+    C = matmul(10, 8, 4)
+    s = Schedule(C)
+    s.split("C", "i", 4)
+    assert format_stmt(lower(s, "mm")) == golden(
+        """
+        def mm(A: float32[10, 4], B: float32[4, 8], C: float32[10, 8]):
+          # stage C
+          for i_o in range(3):
+            for i_i in range(4):
+              if ((i_i + (i_o * 4)) < 10):
+                for j in range(8):
+                  C[(i_i + (i_o * 4)), j] = 0.0
+                  for k in range(4):
+                    C[(i_i + (i_o * 4)), j] = (C[(i_i + (i_o * 4)), j] + (A[(i_i + (i_o * 4)), k] * B[k, j]))
+        """  # noqa: E501
+    )
+
+
+def test_divisible_split_has_no_guard():
+    C = matmul(16, 16, 16)
+    s = Schedule(C)
+    s.tile("C", "i", "j", 4, 8)
+    s.split("C", "k", 4)
+    func = lower(s, "mm")
+    assert not any(isinstance(x, IfThen) for x in stmts(func.body))
+
+
+def test_parameters_are_inputs_then_outputs_and_temporaries_are_root_intermediates():
+    A = te.placeholder((4, 4), name="A")
+    B = te.compute((4, 4), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((4, 4), lambda i, j: B[j, i] * 2.0, name="C")
+    func = lower(Schedule(C), "k")
+    assert [b.name for b in func.params] == ["A", "C"]
+    assert [b.name for b in func.outputs] == ["C"]
+    assert [b.name for b in func.temporaries] == ["B"]
+    s = Schedule(C)
+    s.compute_inline("B")
+    inlined = lower(s, "k")
+    assert inlined.temporaries == ()
+    assert "A[j, i] + 1.0" in format_stmt(inlined)
+
+
+# -- bound inference -------------------------------------------------------------------------------
+def test_stencil_region_of_an_attached_stage():
+    X = te.placeholder((10,), name="X")
+    sq = te.compute((10,), lambda i: X[i] * 2.0, name="Sq")
+    out = te.compute((8,), lambda i: sq[i] + sq[i + 2], name="St")
+    s = Schedule(out)
+    io, _ = s.split("St", "i", 4)
+    s.compute_at("Sq", "St", io)
+    assert format_stmt(lower(s, "st")) == golden(
+        """
+        def st(X: float32[10], St: float32[8]):
+          # stage St
+          for i_o in range(2):
+            alloc Sq: float32[6] (local)
+            # Sq: computed at St.i_o
+            for i in range(6):
+              Sq[i] = (X[(i + (i_o * 4))] * 2.0)
+            for i_i in range(4):
+              St[(i_i + (i_o * 4))] = (Sq[i_i] + Sq[(i_i + 2)])
+        """
+    )
+
+
+def _allocations(func):
+    return {x.buffer.name: x.buffer for x in stmts(func.body) if isinstance(x, Allocate)}
+
+
+def test_strided_window_region_of_an_attached_pad_stage():
+    """A 3x3 stride-2 window over 4 output rows needs 2*(4-1)+3 = 9 padded rows (and 8 output
+    columns 2*7+3 = 17 of the 18 padded ones)."""
+    X = te.placeholder((1, 2, 16, 16), name="X")
+    pad = te.compute(
+        (1, 2, 18, 18),
+        lambda n, c, y, x: te.select(
+            (y >= 1) & (y < 17) & (x >= 1) & (x < 17), X[n, c, y - 1, x - 1], 0.0
+        ),
+        name="pad",
+    )
+    W = te.placeholder((4, 2, 3, 3), name="W")
+    rc, rr, rs = te.reduce_axis(2, "rc"), te.reduce_axis(3, "rr"), te.reduce_axis(3, "rs")
+    O = te.compute(
+        (1, 4, 8, 8),
+        lambda n, k, y, x: te.sum(
+            pad[n, rc.var, y * 2 + rr.var, x * 2 + rs.var] * W[k, rc, rr, rs], axis=(rc, rr, rs)
+        ),
+        name="conv",
+    )
+    s = Schedule(O)
+    yo, _ = s.split("conv", "y", 4)
+    s.compute_at("pad", "conv", yo)
+    assert _allocations(lower(s))["pad"].shape == (1, 2, 9, 17)
+    s = Schedule(O)
+    s.compute_at("pad", "conv", "x")  # one output pixel: one 3x3 window in every channel
+    assert _allocations(lower(s))["pad"].shape == (1, 2, 3, 3)
+    s = Schedule(O)
+    s.compute_at("pad", "conv", "rc")  # inside the channel loop: one channel
+    assert _allocations(lower(s))["pad"].shape == (1, 1, 3, 3)
+
+
+def test_region_grows_over_the_loops_inside_the_attach_point():
+    C = matmul(16, 16, 8)
+    s = Schedule(C)
+    s.cache_write("C", "local")
+    io, _jo, _, _ = s.tile("C", "i", "j", 4, 8)
+    s.compute_at("C_local", "C", io)  # every j_o inside: a 4 x 16 band
+    assert _allocations(lower(s))["C_local"].shape == (4, 16)
+
+
+def test_read_range_and_region_of_reads():
+    i, io, ii = Var("i"), Var("io"), Var("ii")
+    lo, ext = read_range(io * 4 + ii + 2, {ii: 4}, {io: 3})
+    assert ext == 4
+    assert lo == (io * 4 + 2) or str(lo) == str(io * 4 + Const(2))
+    # two reads [x, x+4) and [x+2, x+6) union to [x, x+6)
+    region = region_of_reads([(io * 4 + ii,), (io * 4 + ii + 2,)], (100,), {ii: 4}, {io: 20})
+    assert region[0][1] == 6
+    # a window wider than the tensor is clamped to the whole tensor
+    region = region_of_reads([(ii * 3,)], (8,), {ii: 4}, {})
+    assert region == ((Const(0), 8),)
+    # a read the varying loop does not touch has extent 1
+    assert read_range(i * 2, {ii: 4}, {i: 5})[1] == 1
