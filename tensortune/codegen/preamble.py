@@ -94,8 +94,11 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     out.append(
         f"static inline {t} tt_min_{t}({t} a, {t} b) {{ return tt_select_{t}(a < b, a, b); }}"
     )
-    for red, op in (("sum", "t[l] + t[l + w]"), ("max", "TT_MAX(t[l], t[l + w])"),
-                    ("min", "TT_MIN(t[l], t[l + w])")):
+    for red, op in (
+        ("sum", "t[l] + t[l + w]"),
+        ("max", "TT_MAX(t[l], t[l + w])"),
+        ("min", "TT_MIN(t[l], t[l + w])"),
+    ):
         # a tree of log2(lanes) steps, not a chain of lanes-1 dependent operations
         out.append(
             f"static inline {s} tt_h{red}_{t}({t} v) {{ {s} t[{lanes}]; memcpy(t, &v, sizeof t); "

@@ -306,9 +306,11 @@ def test_vectorized_boolean_inputs_and_logic(target):
     Y = te.placeholder((4, 16), name="Y")
     Z = te.compute(
         (4, 16),
-        lambda i, j: te.select(~X[i, j] | (j < 3), Y[i, j], 0.0)
-        + te.cast(X[i, j], "float32") * 10.0
-        + te.cast(X[i, 0], "float32") * 100.0,  # the same element in every lane
+        lambda i, j: (
+            te.select(~X[i, j] | (j < 3), Y[i, j], 0.0)
+            + te.cast(X[i, j], "float32") * 10.0
+            + te.cast(X[i, 0], "float32") * 100.0
+        ),  # the same element in every lane
         name="Z",
     )
     s = Schedule(Z)
