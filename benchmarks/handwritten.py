@@ -47,20 +47,20 @@ def matmul_schedule(wl: tt.Workload) -> tt.Schedule:
 
 
 def conv_schedule(wl: tt.Workload) -> tt.Schedule:
-    """2 output channels x a whole output row (7 vectors of 8) per register tile; padding once."""
+    """8 output channels x 3 vectors of 8 output columns per register tile; padding done once."""
     s = tt.Schedule(wl.outputs)
     s.parallel("X_pad", "i1")
     c = s.cache_write("conv2d", "register")
-    ko, ki = s.split("conv2d", "k", 2)
-    qo, qi = s.split("conv2d", "q", 56)
+    ko, ki = s.split("conv2d", "k", 8)
+    qo, qi = s.split("conv2d", "q", 24)
     s.reorder("conv2d", ["n", ko, "p", qo, ki, qi])
     s.compute_at(c, "conv2d", qo)
-    s.reorder(c, ["c", "r", "s", "k", "q"])
+    s.reorder(c, ["c", "r", "s", "k", "q"])  # 24 accumulators live across the whole reduction
     s.unroll(c, "k")
-    vector_columns(s, c, "q", 56, 8)
+    vector_columns(s, c, "q", 24, 8)
     s.unroll("conv2d", ki)
-    vector_columns(s, "conv2d", qi, 56, 8)
-    s.parallel("conv2d", ko)
+    vector_columns(s, "conv2d", qi, 24, 8)
+    s.parallel("conv2d", s.fuse("conv2d", ko, "p"))  # 8 x 56 row tasks for the threads
     return s
 
 

@@ -59,6 +59,8 @@ def schedule_flags(sch: Schedule) -> list[str]:
         flags.append(OPT_FLAGS[sch.flags["opt_level"]])
     if sch.flags.get("fast_math"):
         flags.append("-ffast-math")
+    if "unroll_pragma" in sch.flags:  # let the C compiler unroll the remaining loops, this much
+        flags += ["-funroll-loops", f"--param=max-unroll-times={sch.flags['unroll_pragma']}"]
     flags.extend(sch.flags.get("extra_cflags", ()))
     return flags
 

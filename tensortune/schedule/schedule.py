@@ -288,7 +288,8 @@ class Schedule:
 
     @_traced
     def annotate(self, key: str, value: Any) -> None:
-        """Code-generation flags: opt_level ("O2"/"O3"), extra_cflags, fast_math."""
+        """Code-generation flags: opt_level ("O2"/"O3"), unroll_pragma (gcc unroll limit),
+        extra_cflags (list), fast_math (bool)."""
         if key not in TARGET_FLAGS:
             raise ScheduleError("annotate", None, f"unknown key '{key}'; use one of {TARGET_FLAGS}")
         if key == "opt_level" and value not in ("O1", "O2", "O3", "Ofast"):
