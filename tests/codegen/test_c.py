@@ -3,7 +3,6 @@ numerics once went wrong (tails of register tiles, negative floor division in ve
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
@@ -14,20 +13,6 @@ from tensortune.codegen import generate_c
 from tensortune.lower import lower
 from tensortune.pipeline import compile
 from tensortune.schedule import Schedule
-from tensortune.target import Target
-
-
-@pytest.fixture(scope="module")
-def target(tmp_path_factory):
-    """A fixed 2-thread target compiling into a throwaway kernel cache."""
-    old = os.environ.get("TENSORTUNE_CACHE_DIR")
-    os.environ["TENSORTUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    yield Target.detect(num_threads=2)
-    if old is None:
-        del os.environ["TENSORTUNE_CACHE_DIR"]
-    else:
-        os.environ["TENSORTUNE_CACHE_DIR"] = old
-
 
 RNG = np.random.default_rng(11)
 

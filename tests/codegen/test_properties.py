@@ -11,7 +11,6 @@ import json
 import os
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, Phase, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -39,18 +38,6 @@ SETTINGS = settings(
 DIMS = st.sampled_from([1, 2, 3, 7, 8, 13, 16, 17, 31, 33])
 FACTORS = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 16])
 LANES = st.sampled_from([4, 8, 16])
-
-
-@pytest.fixture(scope="module")
-def target(tmp_path_factory) -> Target:
-    """A fixed 2-thread target compiling into a throwaway kernel cache."""
-    old = os.environ.get("TENSORTUNE_CACHE_DIR")
-    os.environ["TENSORTUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    yield Target.detect(num_threads=2)
-    if old is None:
-        del os.environ["TENSORTUNE_CACHE_DIR"]
-    else:
-        os.environ["TENSORTUNE_CACHE_DIR"] = old
 
 
 def rand(rng: np.random.Generator, shape) -> np.ndarray:

@@ -50,11 +50,6 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def target() -> Target:
-    return Target.detect(num_threads=2)
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_unscheduled_operator_compiles_and_matches(name: str, target: Target) -> None:
     out = CASES[name]()

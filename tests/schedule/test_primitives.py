@@ -4,7 +4,6 @@ the readable ScheduleError every illegal request raises."""
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -15,20 +14,6 @@ from tensortune.errors import ScheduleError
 from tensortune.lower import lower
 from tensortune.pipeline import compile
 from tensortune.schedule import Schedule
-from tensortune.target import Target
-
-
-@pytest.fixture(scope="module")
-def target(tmp_path_factory):
-    """A fixed 2-thread target compiling into a throwaway kernel cache."""
-    old = os.environ.get("TENSORTUNE_CACHE_DIR")
-    os.environ["TENSORTUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    yield Target.detect(num_threads=2)
-    if old is None:
-        del os.environ["TENSORTUNE_CACHE_DIR"]
-    else:
-        os.environ["TENSORTUNE_CACHE_DIR"] = old
-
 
 RNG = np.random.default_rng(7)
 
