@@ -144,6 +144,18 @@ class IterVar:
         return self.var.name
 
 
+# An axis stands for its variable in arithmetic, so ``A[p * 2 + r]`` works with a reduce axis r.
+for _op in (
+    "add", "radd", "sub", "rsub", "mul", "rmul", "floordiv", "rfloordiv", "mod", "rmod",
+    "lt", "le", "gt", "ge", "neg",
+):  # fmt: skip
+    setattr(
+        IterVar,
+        f"__{_op}__",
+        (lambda name: lambda self, *other: getattr(self.var, name)(*other))(f"__{_op}__"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Binary(Expr):
     op: str
@@ -220,6 +232,8 @@ def as_expr(value: Any, like: str | None = None) -> Expr:
     """Wrap Python scalars; a bare scalar takes the dtype of the expression it meets (as in TVM)."""
     if isinstance(value, Expr):
         return value
+    if isinstance(value, IterVar):
+        return value.var
     if isinstance(value, bool):
         return const(value, "bool")
     if isinstance(value, int):

@@ -132,17 +132,11 @@ def compute(
 ) -> Tensor:
     """A tensor whose element at each index is ``fcompute(*index)``."""
     shape = _shape(shape, f"compute '{name}'")
-    params = list(inspect.signature(fcompute).parameters)
-    if (
-        len(params) == 1
-        and len(shape) != 1
-        and inspect.signature(fcompute).parameters[params[0]].kind
-        is inspect.Parameter.VAR_POSITIONAL
-    ) or any(
-        p.kind is inspect.Parameter.VAR_POSITIONAL
-        for p in inspect.signature(fcompute).parameters.values()
-    ):
-        params = [f"i{d}" for d in range(len(shape))]
+    parameters = inspect.signature(fcompute).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        params = [f"i{d}" for d in range(len(shape))]  # lambda *idx: one axis per dimension
+    else:
+        params = [p.name for p in parameters]
     if len(params) != len(shape):
         raise DSLError(
             f"compute '{name}': the lambda takes {len(params)} indices but the shape has "

@@ -362,3 +362,14 @@ def test_property_matmul(m, n, k, seed):
     np.testing.assert_allclose(
         evaluate(c, {a: x, b: y}), x.astype(np.float64) @ y, rtol=1e-5, atol=1e-6
     )
+
+
+def test_axes_take_part_in_arithmetic_like_their_variables():
+    from tensortune import te as dsl
+
+    x = dsl.placeholder((10,), name="X")
+    r = dsl.reduce_axis(3, "r")
+    y = dsl.compute((4,), lambda p: dsl.sum(x[p * 2 + r], axis=r), name="Y")
+    data = np.arange(10, dtype=np.float32)
+    got = evaluate(y, {"X": data})
+    np.testing.assert_allclose(got, [data[2 * p : 2 * p + 3].sum() for p in range(4)])
