@@ -463,9 +463,7 @@ class CEmitter:
         if self.registers:  # lanes of register tiles need constant indices
             self.loop(For(s.var, s.extent, "unrolled", s.body))
             return
-        self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
-        self.nested(s.body)
-        self.line("}")
+        self.plain_loop(s, name)
 
     def vector_store(self, st: Store, conds: set[Expr]) -> None:
         v, lanes = self.vec.var, self.vec.lanes

@@ -155,15 +155,17 @@ def s_cache_write_local(s):
     s.compute_at("C_local", "C", jo)
 
 
-def s_cache_write_register(s):
+def s_cache_write_register(s, parallel=False):
     s.cache_write("C", "register")
-    _, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
+    io, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
     s.compute_at("C_register", "C", jo)
     s.reorder("C_register", ["k", "i", "j"])
     s.unroll("C_register", "i")
     s.vectorize("C_register", "j")
     s.unroll("C", ii)
     s.vectorize("C", ji)
+    if parallel:
+        s.parallel("C", io)
 
 
 def s_cache_write_intermediate(s):
@@ -192,15 +194,7 @@ def s_annotate(s):
 
 def s_readme(s):
     """The schedule of the README example."""
-    s.cache_write("C", "register")
-    io, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
-    s.compute_at("C_register", "C", jo)
-    s.reorder("C_register", ["k", "i", "j"])
-    s.unroll("C_register", "i")
-    s.vectorize("C_register", "j")
-    s.unroll("C", ii)
-    s.vectorize("C", ji)
-    s.parallel("C", io)
+    s_cache_write_register(s, parallel=True)
     s.pack("B", "C_register", 1, 8, (1, 0, 2))
 
 
