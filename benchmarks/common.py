@@ -57,6 +57,7 @@ def kernel_timer(kernel, arrays: list[np.ndarray], min_seconds: float = 0.05):
         number = calibrate_number(kernel.packed_address, ptrs, min_seconds)
         return time_function(kernel.packed_address, ptrs, number=number, repeat=repeat)
 
+    timeit.arrays = list(arrays)  # ``ptrs`` point into these: keep them alive with the timer
     return timeit
 
 
@@ -118,9 +119,10 @@ def row(name: str, ours: float, peers: dict[str, float | None], flops: float) ->
     return " ".join(cells)
 
 
-def header(peer_names: list[str]) -> str:
+def header(peer_names: list[str], extra: str = "") -> str:
     cols = [f"{'workload':44s}", f"{'ours':>8s}", *(f"{p:>8s}" for p in peer_names), "  ratio"]
-    return " ".join(cols) + "\n" + "-" * (54 + 9 * len(peer_names) + 8)
+    line = " ".join(cols) + extra
+    return line + "\n" + "-" * len(line)
 
 
 def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> None:

@@ -5,9 +5,11 @@
 
 Per workload: tune (resuming whatever --db already holds), re-time the best kernel in this
 process beside NumPy (with the OpenBLAS kernel that ran), PyTorch and ONNX Runtime, each
-checked against the NumPy reference, and print the ratio to the fastest peer and the tuning
-wall time. For matmul 1024^3 and the 64-channel conv it also prints when tuning first reached
-what TVM MetaSchedule reached here after 512 trials (../shared/anchors.md).
+checked against the NumPy reference, and print the ratio to the fastest peer, the tuning
+wall time and whether the issue's bar is met. GEMV's bar is a fraction of the bandwidth bound:
+the bytes it must move at the STREAM triad bandwidth measured at the start of the run. For
+matmul 1024^3 and the 64-channel conv it also prints when tuning first reached what TVM
+MetaSchedule reached here after 512 trials (../shared/anchors.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
+from bandwidth import triad_gbs
 from peers import peers_for
 
 import tensortune as tt
@@ -43,6 +46,17 @@ SUITE = [
     "layernorm:rows=128,cols=768",
     "matmul:M=128,N=3072,K=768,epilogue=bias+gelu",
 ]
+# Issue 3's bars: (what we are compared with, the fraction of it we must reach).
+BARS = {
+    "matmul:M=1024,N=1024,K=1024": ("best peer", 0.9),
+    "matmul:M=128,N=3072,K=768": ("best peer", 0.9),
+    "matmul:M=128,N=768,K=3072": ("best peer", 0.9),
+    "matmul:M=1,N=4096,K=4096": ("bandwidth bound", 0.8),
+    "depthwise_conv2d": ("torch", 1.1),
+    "conv2d": ("torch", 0.9),
+    "softmax": ("torch", 1.1),
+    "layernorm": ("torch", 1.1),
+}
 # What TVM MetaSchedule reached on this machine after 512 trials (shared/anchors.md).
 TVM_AFTER_512 = {
     "matmul:M=1024,N=1024,K=1024": (150.0, 572.0),
@@ -56,6 +70,27 @@ def first_reach(records, flops: float, gflops: float) -> tuple[float, int] | Non
         if r.ok and flops / r.seconds / 1e9 >= gflops:
             return r.tuning_seconds, r.trial
     return None
+
+
+def bar_for(spec: str) -> tuple[str, float] | None:
+    """The bar of the longest BARS key that is the spec or its op name."""
+    keys = [k for k in BARS if spec == k or spec.startswith(k + ":")]
+    return BARS[max(keys, key=len)] if keys else None
+
+
+def verdict(spec: str, ours: float, peers: dict[str, float], bound: float | None) -> str:
+    """'bar ...: met/missed' for a spec with a bar (all figures GFLOP/s), else ''."""
+    bar = bar_for(spec)
+    if bar is None:
+        return ""
+    against, fraction = bar
+    ref = {"best peer": max(peers.values(), default=None), "bandwidth bound": bound}.get(
+        against, peers.get(against)
+    )
+    if not ref:
+        return f"  bar {fraction:.0%} of {against}: no figure"
+    ok = "met" if ours >= fraction * ref else "MISSED"
+    return f"  bar {fraction:.0%} of {against} ({ref:.1f}): {ours / ref:.0%} {ok}"
 
 
 def main() -> None:
@@ -72,8 +107,15 @@ def main() -> None:
     target = tt.Target.detect(num_threads=args.threads)
     print(f"target: {target}   numpy: {common.openblas_info()}", flush=True)
     peer_names = ["numpy", "torch", "onnxruntime"]
-    lines = [common.header(peer_names)[:-1] + "  tuning"]
-    for spec in (s for s in SUITE if args.only in s):
+    specs = [s for s in SUITE if args.only in s]
+    gbs = None
+    if any(bar_for(s) and bar_for(s)[0] == "bandwidth bound" for s in specs):
+        gbs = triad_gbs(target)
+        print(f"memory bandwidth now (STREAM triad, benchmarks/bandwidth.py): {gbs:.1f} GB/s")
+    lines = [common.header(peer_names, "   tuning s/trials")]
+    if gbs:
+        lines.insert(0, f"memory bandwidth (STREAM triad): {gbs:.1f} GB/s")
+    for spec in specs:
         wl = tt.workload(spec)
         res = tt.tune(
             wl,
@@ -97,6 +139,10 @@ def main() -> None:
         best = common.measure(contenders, repeat=args.repeat)
         line = common.row(spec, best["ours"], {p: best.get(p) for p in peer_names}, wl.flops)
         line += f"  {res.tuning_seconds:6.0f}s/{res.trials}"
+        bytes_moved = sum(a.nbytes for a in (*inputs, out))
+        bound = wl.flops / (bytes_moved / (gbs * 1e9)) / 1e9 if gbs else None
+        peer_gflops = {p: wl.flops / best[p] / 1e9 for p in peer_names if p in best}
+        line += verdict(spec, wl.flops / best["ours"] / 1e9, peer_gflops, bound)
         lines.append(line)
         print(line, flush=True)
         if spec in TVM_AFTER_512:

@@ -46,12 +46,16 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         Knob("nb", (1, 2, 4, 8, 16)),
         Knob("order", ("ij", "ji")),
         Knob("pack_b", (True, False)),
+        Knob("k_unroll", (1, 2, 4, 8, 16)),
         *common_knobs(),
     ]
     constraints = [
         Constraint(
             "register_tile_fits",
             lambda c: c["mr"] * c["nr_vectors"] + c["nr_vectors"] + 1 <= regs,
+        ),
+        Constraint(
+            "k_unroll_streams_only", lambda c: c["variant"] == "stream" or c["k_unroll"] == 1
         ),
     ]
 
@@ -76,6 +80,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         "nb": 4,
         "order": "ji",
         "pack_b": m >= 16,
+        "k_unroll": 1 if m > 1 else 8,
         "opt_level": "O3",
     }
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
@@ -126,7 +131,11 @@ def _tile(s, name, i, j, b, lanes, config, target) -> None:
 
 
 def _stream(s, name, i, j, n, lanes, config, target) -> None:
-    """k outside j: every row of B is read once, contiguously; C stays in cache."""
+    """k outside j: every row of B is read once, contiguously; C stays in cache.
+
+    Unrolling k inside the column loop adds ``k_unroll`` rows of B into one vector of C, so C is
+    loaded and stored once per ``k_unroll`` FMAs and the loads of B dominate, as they should.
+    """
     st = s[name]
     width = config["nr_vectors"] * lanes
     outer = [lp.name for lp in st.leaves if lp.kind == "spatial" and lp.name != j]
@@ -134,7 +143,12 @@ def _stream(s, name, i, j, n, lanes, config, target) -> None:
     chunks = max(1, target.num_threads)
     jo, jr = s.split(name, j, max(width, -(-n // chunks // width) * width))
     jm, ji = s.split(name, jr, width)
-    s.reorder(name, [jo, *outer, *k_loops, jm, ji])
+    k_inner = []
+    if config["k_unroll"] > 1:
+        k_outer, k_last = s.split(name, k_loops[-1], config["k_unroll"])
+        k_loops, k_inner = [*k_loops[:-1], k_outer], [k_last]
+        s.unroll(name, k_last)
+    s.reorder(name, [jo, *outer, *k_loops, jm, *k_inner, ji])
     vo, vi = s.split(name, ji, lanes) if width > lanes else (None, ji)
     if vo:
         s.unroll(name, vo)

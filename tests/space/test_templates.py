@@ -1,0 +1,56 @@
+"""Every op-class design space gives correct kernels: its default config and random samples.
+
+Shapes are small and deliberately awkward (1, primes, non-multiples of the vector width) so the
+tails, guards and strided variants of each template get compiled and checked against NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.space.registry import design_space
+
+SPECS = [
+    "matmul:M=1,N=61,K=37",
+    "matmul:M=19,N=45,K=23",
+    "matmul:M=16,N=32,K=8,epilogue=bias+gelu",
+    "dense:M=5,N=33,K=17,epilogue=bias+relu",
+    "batch_matmul:B=2,M=7,N=20,K=9",
+    "conv2d:C=3,H=11,W=13,K=5,R=3,S=3,pad=1",
+    "conv2d:C=4,H=9,W=9,K=18,R=3,S=3,stride=2,pad=1",
+    "conv2d:C=6,H=7,W=7,K=4,R=1,S=1,groups=2",
+    "conv2d:C=5,H=8,W=10,K=7,R=3,S=3,layout=NHWC",
+    "depthwise_conv2d:C=6,H=9,W=11,R=3,S=3,stride=2,pad=1",
+    "maxpool2d:C=3,H=9,W=9,R=3,S=3,stride=2,pad=1",
+    "softmax:rows=5,cols=37",
+    "layernorm:rows=3,cols=50",
+]
+SAMPLES = 3
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_default_and_sampled_configs_match_numpy(spec: str, target) -> None:
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    configs = [ds.default, *ds.space.sample(np.random.default_rng(len(spec)), SAMPLES)]
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    for config in configs:
+        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
+        got = kernel(*inputs)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+def test_gemv_default_unrolls_the_reduction(target) -> None:
+    """A one-row matmul streams B and adds several rows of it per store of the output."""
+    ds = design_space(tt.workload("matmul:M=1,N=256,K=64"), target)
+    trace = ds.schedule(ds.default).trace
+    assert ds.default["variant"] == "stream" and ds.default["k_unroll"] > 1
+    assert any(step["primitive"] == "unroll" and step["args"]["loop"].startswith("k") for step in trace)
+
+
+def test_k_unroll_only_applies_to_the_stream_variant(target) -> None:
+    ds = design_space(tt.workload("matmul:M=32,N=32,K=32"), target)
+    assert not ds.space.is_valid({**ds.default, "variant": "tile", "k_unroll": 4})
