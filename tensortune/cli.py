@@ -196,6 +196,13 @@ def _db_location(db: str | None) -> str:
     return str(default_db_path() if db is None else db)
 
 
+def _shown(location: str) -> str:
+    """The location as printed: a server URL's password is masked."""
+    from .database import printable_location
+
+    return printable_location(location)
+
+
 def _is_path(location: str) -> bool:
     return "://" not in location
 
@@ -291,7 +298,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     live = console.is_terminal
     if not args.json and already:
         summary.print(
-            f"resuming: {already} measurement(s) of {wl.name} on {target} already in {location}"
+            f"resuming: {already} measurement(s) of {wl.name} on {target} "
+            f"already in {_shown(location)}"
         )
 
     kwargs = {
@@ -322,11 +330,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 "tuning_seconds": result.tuning_seconds,
                 "errors": result.errors,
                 "errors_by_kind": result.errors_by_kind,
-                "db": location,
+                "db": _shown(location),
             }
         )
         return EXIT_OK
-    _print_tune_summary(summary, result, location, args.strategy)
+    _print_tune_summary(summary, result, _shown(location), args.strategy)
     return EXIT_OK
 
 
@@ -418,7 +426,7 @@ def cmd_best(args: argparse.Namespace) -> int:
                     "gflops": None,
                 }
             )
-        message = f"no successful measurement of {wl.name} on target {target} in {location}"
+        message = f"no successful measurement of {wl.name} on target {target} in {_shown(location)}"
         elsewhere = sorted({r.target for r in others} - {target})
         if elsewhere:
             message += f" (there are records for target(s) {', '.join(elsewhere)}: see --threads)"
@@ -477,14 +485,14 @@ def cmd_history(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not records:
         which = f" for {name}" if name else ""
-        print(f"no records{which} in {location}")
+        print(f"no records{which} in {_shown(location)}")
         return EXIT_OK
     from rich.table import Table
 
     flops: dict[str, float | None] = {}
     names = {r.workload for r in records}
     targets = {r.target for r in records}
-    title = f"{len(records)} measurement(s) in {location}"
+    title = f"{len(records)} measurement(s) in {_shown(location)}"
     if len(names) == 1:
         title = f"{title}\nworkload {next(iter(names))}"
     if len(targets) == 1:
@@ -521,7 +529,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     location = _db_location(args.db)
     with _open_existing(args.db) as database:
         records = database.records()
-    page = render_report(records, location)
+    page = render_report(records, _shown(location))
     out = Path(args.output).expanduser()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -705,7 +713,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except KeyboardInterrupt:
-        where = _db_location(getattr(args, "db", None))
+        where = _shown(_db_location(getattr(args, "db", None)))
         print(f"\ninterrupted; measurements so far are saved in {where}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (TensorTuneError, ValueError) as exc:

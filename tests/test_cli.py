@@ -247,3 +247,11 @@ def test_python_dash_m_tensortune():
         [sys.executable, "-m", "tensortune", "--version"], capture_output=True, text=True
     )
     assert proc.returncode == 0 and proc.stdout.startswith("tensortune ")
+
+
+def test_a_server_password_is_never_printed() -> None:
+    """psycopg2 may be missing or the server unreachable: either way one line, no password."""
+    done = run_cli("history", "--db", "postgresql://tuner:s3cret@127.0.0.1:1/tuning")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error:") and len(done.stderr.strip().splitlines()) == 1
+    assert "s3cret" not in done.stderr + done.stdout and "tuner:***@" in done.stderr

@@ -13,7 +13,7 @@ import platformdirs
 
 from .database import Database
 from .record import ERROR_KINDS, TuningRecord
-from .sql import SQLDatabase
+from .sql import SQLDatabase, printable_location
 
 #: Environment variable naming the default database (a path or a SQLAlchemy URL).
 DB_ENV_VAR = "TENSORTUNE_DB"
@@ -46,4 +46,5 @@ __all__ = [
     "TuningRecord",
     "default_db_path",
     "open_database",
+    "printable_location",
 ]

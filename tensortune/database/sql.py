@@ -123,6 +123,17 @@ def _describe(exc: BaseException) -> str:
     return line
 
 
+def printable_location(location: str | os.PathLike[str]) -> str:
+    """A path as given; a URL with its password masked (it goes into logs and JSON output)."""
+    text = os.fspath(location)
+    if "://" not in text:
+        return text
+    try:
+        return make_url(text).render_as_string(hide_password=True)
+    except ArgumentError:
+        return text
+
+
 def _resolve(location: str | os.PathLike[str]) -> tuple[URL, str]:
     """(SQLAlchemy URL, printable location) for a path or URL; creates SQLite parent dirs."""
     text = os.fspath(location)
@@ -134,7 +145,7 @@ def _resolve(location: str | os.PathLike[str]) -> tuple[URL, str]:
     else:
         url = URL.create("sqlite", database=str(Path(text).expanduser()))
     if url.get_backend_name() != "sqlite":
-        return url, url.render_as_string(hide_password=True)
+        return url, printable_location(text)
     if not url.database or url.database == ":memory:":
         return url, ":memory:"
     path = Path(url.database)
@@ -195,8 +206,13 @@ class SQLDatabase(Database):
                 _sqlite_engine(url) if url.get_backend_name() == "sqlite" else create_engine(url)
             )
         except (SQLAlchemyError, ImportError) as e:  # unknown dialect or driver not installed
+            hint = (
+                f"; install the driver (e.g. pip install {e.name}) or name one in the URL"
+                if isinstance(e, ImportError) and e.name
+                else ""
+            )
             raise DatabaseError(
-                f"cannot open tuning database '{self.location}': {_describe(e)}"
+                f"cannot open tuning database '{self.location}': {_describe(e)}{hint}"
             ) from e
         try:
             with self._begin(write=True) as conn:

@@ -1,7 +1,13 @@
-"""Shared fixtures: a fresh SQLite database per test and a terse record factory."""
+"""Shared fixtures: a fresh database per test and a terse record factory.
+
+``db`` is a SQLite file; when ``TENSORTUNE_TEST_DB_URL`` names a server (e.g.
+``postgresql+psycopg2://user@host/db``), every ``db`` test also runs against that server, whose
+tensortune tables are dropped first so each test starts empty.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +15,8 @@ from typing import Any
 import pytest
 
 from tensortune.database import SQLDatabase, TuningRecord
+
+SERVER_URL = os.environ.get("TENSORTUNE_TEST_DB_URL")
 
 MakeRecord = Callable[..., TuningRecord]
 
@@ -44,7 +52,22 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "nested" / "dir" / "tuning.db"
 
 
+@pytest.fixture(params=["sqlite", "server"] if SERVER_URL else ["sqlite"])
+def db_location(request: pytest.FixtureRequest, db_path: Path) -> Path | str:
+    """Where the test's database lives: a SQLite file, or the server with its tables dropped."""
+    if request.param == "sqlite":
+        return db_path
+    from sqlalchemy import MetaData, create_engine
+
+    engine = create_engine(SERVER_URL)
+    meta = MetaData()
+    meta.reflect(engine, only=lambda name, _: name in ("records", "meta"))
+    meta.drop_all(engine)
+    engine.dispose()
+    return SERVER_URL
+
+
 @pytest.fixture
-def db(db_path: Path) -> Iterator[SQLDatabase]:
-    with SQLDatabase(db_path) as database:
+def db(db_location: Path | str) -> Iterator[SQLDatabase]:
+    with SQLDatabase(db_location) as database:
         yield database

@@ -16,6 +16,7 @@ from tensortune.database import (
     SQLDatabase,
     default_db_path,
     open_database,
+    printable_location,
 )
 from tensortune.errors import DatabaseError
 
@@ -24,14 +25,16 @@ from .conftest import MakeRecord
 W, T = "matmul(64,64,64,float32)", "cpu-x86_64-avx2"
 
 
-def test_round_trip_survives_reopen(db: SQLDatabase, db_path: Path, make_record: MakeRecord):
+def test_round_trip_survives_reopen(
+    db: SQLDatabase, db_location: Path | str, make_record: MakeRecord
+) -> None:
     recs = [make_record(config={"tile": i}, trial=i, seconds=1e-3 * (i + 1)) for i in range(3)] + [
         make_record(config={"tile": 9}, seconds=None, error="crash", error_msg="SIGSEGV")
     ]
     for rec in recs:
         db.commit_record(rec)
     db.close()
-    with SQLDatabase(db_path) as again:
+    with SQLDatabase(db_location) as again:
         assert again.records() == recs
 
 
@@ -181,8 +184,9 @@ def test_closed_database_raises(db: SQLDatabase) -> None:
         db.records()
 
 
-def test_sqlite_file_settings(db: SQLDatabase, db_path: Path, make_record: MakeRecord):
-    db.commit_record(make_record())
+def test_sqlite_file_settings(db_path: Path, make_record: MakeRecord) -> None:
+    with SQLDatabase(db_path) as db:
+        db.commit_record(make_record())
     con = sqlite3.connect(db_path)
     try:
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -214,3 +218,15 @@ def test_open_database_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(DB_ENV_VAR)
     default = default_db_path()
     assert isinstance(default, Path) and default.parts[-2:] == ("tensortune", "tuning.db")
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("runs/tuning.db", "runs/tuning.db"),
+        ("postgresql://tuner:s3cret@db.example/tuning", "postgresql://tuner:***@db.example/tuning"),
+        ("postgresql://tuner@db.example/tuning", "postgresql://tuner@db.example/tuning"),
+    ],
+)
+def test_printable_location_masks_passwords(location: str, shown: str) -> None:
+    assert printable_location(location) == shown
