@@ -48,7 +48,9 @@ def test_gemv_default_unrolls_the_reduction(target) -> None:
     ds = design_space(tt.workload("matmul:M=1,N=256,K=64"), target)
     trace = ds.schedule(ds.default).trace
     assert ds.default["variant"] == "stream" and ds.default["k_unroll"] > 1
-    assert any(step["primitive"] == "unroll" and step["args"]["loop"].startswith("k") for step in trace)
+    assert any(
+        step["primitive"] == "unroll" and step["args"]["loop"].startswith("k") for step in trace
+    )
 
 
 def test_k_unroll_only_applies_to_the_stream_variant(target) -> None:
