@@ -2,12 +2,14 @@
 conv2d C=64,H=W=56,K=64,3x3,pad 1; a table and a plot.
 
     python benchmarks/strategies.py [--trials 96] [--seeds 3] [--db strategies.db]
-                                    [-o strategies.png]
+                                    [--only conv] [-o strategies.png]
 
 Every distinct config is compiled and timed once and kept in --db (a tensortune tuning
 database), so all strategies are scored against the same measurements (as Kernel Tuner does)
-and a rerun costs nothing for configs already measured. Prints, per workload, how many trials
-the model-based search and random search need to reach 95% of the best config found by any run.
+and a rerun costs nothing for configs already measured. Strategies are built as ``tune`` builds
+them (``make_tuning_strategy``), so the model sees each candidate's lowered loop nest. Prints,
+per workload, how many trials the model-based search and random search need to reach 95% of
+the best config found by any run.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tensortune as tt
 from tensortune.database import open_database
 from tensortune.measure.runner import Runner
-from tensortune.search.registry import STRATEGIES, make_strategy
+from tensortune.search.registry import STRATEGIES, make_tuning_strategy
 from tensortune.space.registry import design_space
 from tensortune.space.space import SearchSpace
 from tensortune.tuning.loop import measure_configs, record_of
@@ -70,7 +72,7 @@ class MeasuredCosts:
 
 
 def best_so_far(strategy: str, seed: int, trials: int, costs: MeasuredCosts) -> list[float]:
-    search = make_strategy(strategy, costs.ds.space, seed=seed)
+    search = make_tuning_strategy(strategy, costs.ds, seed=seed)
     curve: list[float] = []
     best = math.inf
     while len(curve) < trials:
@@ -96,13 +98,14 @@ def main() -> None:
     ap.add_argument("--db", default="strategies.db")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", help="run only the workloads whose spec contains this text")
     ap.add_argument("-o", "--output", default="strategies.png")
     args = ap.parse_args()
     target = tt.Target.detect(num_threads=args.threads)
     names = args.strategies.split(",")
     curves: dict[str, dict[str, list[list[float]]]] = {}
     with open_database(args.db) as db, Runner(timeout=10, target=target) as runner:
-        for spec in WORKLOADS:
+        for spec in [w for w in WORKLOADS if args.only is None or args.only in w]:
             wl = tt.workload(spec)
             costs = MeasuredCosts(wl, target, db, runner)
             curves[spec] = {

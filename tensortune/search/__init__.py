@@ -7,7 +7,7 @@ from .grid import GridSearch
 from .model_based import FeatureFn, ModelBasedSearch
 from .optuna_search import OptunaCmaEsSearch, OptunaTPESearch
 from .random_search import RandomSearch
-from .registry import STRATEGIES, make_strategy
+from .registry import STRATEGIES, make_strategy, make_tuning_strategy
 from .strategy import SearchStrategy
 
 __all__ = [
@@ -23,4 +23,5 @@ __all__ = [
     "SearchStrategy",
     "SimulatedAnnealing",
     "make_strategy",
+    "make_tuning_strategy",
 ]

@@ -18,6 +18,7 @@ from ..space import Config, SearchSpace
 from .strategy import SearchStrategy
 
 FeatureFn = Callable[[list[Config]], np.ndarray]
+ProgramKey = Callable[[Config], str]
 
 
 class ModelBasedSearch(SearchStrategy):
@@ -25,7 +26,8 @@ class ModelBasedSearch(SearchStrategy):
 
     Each ``ask(n)``:
 
-    1. Until the model has ``min_train`` samples, returns random unseen configs.
+    1. Until the model has ``min_train`` samples, returns the ``initial`` configs (e.g. the
+       template's hand-picked default) and then random unseen configs.
     2. Otherwise refits the model (``update``) on every result told since the last ask.
     3. Builds a candidate pool, all unseen and valid: ``pool_size / 2`` uniform random samples
        plus ``pool_size / 4`` mutants and crossovers of the ``n_parents`` fastest *measured*
@@ -42,7 +44,9 @@ class ModelBasedSearch(SearchStrategy):
     a pre-trained model to transfer (it is then trusted from the first ask if it already holds
     ``min_train`` samples). ``features`` maps a list of configs to a 2-D feature matrix (e.g.
     loop-nest features of the lowered program) and replaces ``space.encode_batch``; it is called
-    on the whole candidate pool, so lower ``pool_size`` if it is expensive.
+    on the whole candidate pool, so lower ``pool_size`` if it is expensive. ``program_key``
+    names the program a config builds (e.g. its schedule trace): configs whose program was
+    already proposed are never proposed again, so knobs a variant ignores cost no trials.
     """
 
     name = "model"
@@ -60,6 +64,8 @@ class ModelBasedSearch(SearchStrategy):
         n_parents: int = 16,
         evolution_rounds: int = 4,
         min_distance: int = 1,
+        initial: Sequence[Config] = (),
+        program_key: ProgramKey | None = None,
     ):
         super().__init__(space, seed)
         if not 0 <= epsilon <= 1 or min_train < 1 or pool_size < 8 or n_parents < 1:
@@ -71,6 +77,9 @@ class ModelBasedSearch(SearchStrategy):
         self.min_train, self.epsilon, self.pool_size = min_train, epsilon, pool_size
         self.n_parents, self.evolution_rounds = n_parents, max(evolution_rounds, 0)
         self.min_distance = min_distance
+        self.initial = [dict(c) for c in initial if space.is_valid(c)]
+        self.program_key = program_key
+        self._programs: set[str] = set()  # programs of every config asked or told
         self._n_trained = 0  # history entries already given to the model
         self._ordered = np.array([k.ordered for k in space.knobs])
 
@@ -121,7 +130,8 @@ class ModelBasedSearch(SearchStrategy):
             new: dict[str, Config] = {}
             for config in configs:
                 key = self.space.config_key(config)
-                if key not in pool and key not in new and key not in self._seen:
+                fresh = key not in pool and key not in new and key not in self._seen
+                if fresh and self._is_new_program(config):
                     new[key] = config
             pool.update(new)
             scores.update(zip(new, self._score(list(new.values())).tolist(), strict=True))
@@ -140,13 +150,69 @@ class ModelBasedSearch(SearchStrategy):
         diff = np.abs(picked - row)
         return np.where(self._ordered, diff, diff > 0).sum(axis=1)
 
+    # -- programs --------------------------------------------------------------------------
+
+    def _is_new_program(self, config: Config) -> bool:
+        return self.program_key is None or self.program_key(config) not in self._programs
+
+    def _claim(self, config: Config) -> bool:
+        """Record ``config``'s program as proposed; False if it already was."""
+        if not self._is_new_program(config):
+            return False
+        if self.program_key is not None:
+            self._programs.add(self.program_key(config))
+        return True
+
+    def _tell(self, configs: list[Config], costs: list[float]) -> None:
+        for config in configs:
+            self._claim(config)
+
+    def _random_new(self, n: int, exclude: set[str] | None = None) -> list[Config]:
+        """Up to ``n`` random unseen configs, each claiming a program not proposed before."""
+        out: list[Config] = []
+        taken = set(exclude or ())
+        for _ in range(4):
+            for config in self._random_unseen(2 * (n - len(out)), exclude=taken):
+                taken.add(self.space.config_key(config))
+                if len(out) < n and self._claim(config):
+                    out.append(config)
+            if len(out) == n:
+                break
+        return out
+
     # -- ask -------------------------------------------------------------------------------
 
     def _ask(self, n: int) -> list[Config]:
         self._train()
         if self.model.n_samples < self.min_train:
-            return self._random_unseen(n)
+            first: list[Config] = []
+            for config in self.initial:
+                if len(first) < n and not self.is_seen(config) and self._claim(config):
+                    first.append(config)
+            return first + self._space_filling(n - len(first), first)
         return self._select(self._ranked_candidates(), n)
+
+    def _space_filling(self, n: int, picked: list[Config]) -> list[Config]:
+        """``n`` unseen configs spread over the space: greedy picks from random samples, each
+        differing from the picks so far in as many knobs as possible (Hamming, so extreme tile
+        sizes are not favoured), so a first batch covers every variant instead of clustering."""
+        taken = {self.space.config_key(c) for c in picked}
+        pool = self._random_unseen(16 * n, exclude=taken) if n > 0 else []
+        rows = self.space.indices(pool) if pool else np.zeros((0, len(self.space.knobs)))
+        chosen = [r for r in self.space.indices(picked)] if picked else []
+        out: list[Config] = []
+        while len(out) < n and len(pool):
+            if chosen:
+                far = (rows[:, None, :] != np.array(chosen)[None, :, :]).sum(axis=2).min(axis=1)
+            else:
+                far = np.zeros(len(pool))
+            i = int(np.argmax(far))
+            if self._claim(pool[i]):
+                out.append(pool[i])
+                chosen.append(rows[i])
+            pool, rows = pool[:i] + pool[i + 1 :], np.delete(rows, i, axis=0)
+        taken.update(self.space.config_key(c) for c in out)
+        return out + self._random_new(n - len(out), exclude=taken)
 
     def _select(self, ranked: list[Config], n: int) -> list[Config]:
         """Fill ``n`` slots: epsilon-random exploration, else the best non-near-duplicate."""
@@ -161,28 +227,29 @@ class ModelBasedSearch(SearchStrategy):
             nonlocal cursor
             while cursor < len(ranked):
                 i, cursor = cursor, cursor + 1
-                if keys[i] in taken:
+                if keys[i] in taken or not self._is_new_program(ranked[i]):
                     continue
                 if picked and self._distances(rows[i], np.array(picked)).min() < (
                     self.min_distance
                 ):
                     skipped.append(i)
                     continue
+                self._claim(ranked[i])
                 return ranked[i]
             while skipped:
                 i = skipped.popleft()
-                if keys[i] not in taken:
+                if keys[i] not in taken and self._claim(ranked[i]):
                     return ranked[i]
             return None
 
         out: list[Config] = []
         while len(out) < n:
             explore = self.rng.random() < self.epsilon
-            choice = (self._random_unseen(1, exclude=taken) or [None])[0] if explore else None
+            choice = (self._random_new(1, exclude=taken) or [None])[0] if explore else None
             choice = choice if choice is not None else next_ranked()
             if choice is None:
                 break
             taken.add(self.space.config_key(choice))
             picked.append(self.space.indices([choice])[0])
             out.append(choice)
-        return out + self._random_unseen(n - len(out), exclude=taken)
+        return out + self._random_new(n - len(out), exclude=taken)

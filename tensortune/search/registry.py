@@ -5,8 +5,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from ..cost_model.features import LoopNestFeatures
 from ..errors import StrategyError
 from ..space import SearchSpace
+from ..space.template import DesignSpace
 from .annealing import SimulatedAnnealing
 from .evolutionary import EvolutionarySearch
 from .grid import GridSearch
@@ -49,3 +51,28 @@ def make_strategy(
             f"it takes: {', '.join(accepted) or 'none'}"
         )
     return cls(space, seed, **options)
+
+
+#: Candidates scored per ask when every one must be scheduled and lowered (cached per config).
+LOWERED_POOL_SIZE = 256
+
+
+def make_tuning_strategy(
+    name: str, design: DesignSpace, seed: int | None = None, **options: Any
+) -> SearchStrategy:
+    """``make_strategy`` as a tuner runs it, on a workload's whole design space.
+
+    The model-based search then also sees what the space alone cannot show: it scores the
+    lowered loop nest of each candidate (``LoopNestFeatures``), measures the template's default
+    config first, and never measures two configs that build the same program.
+    """
+    if name == ModelBasedSearch.name:
+        features = LoopNestFeatures(design)
+        options = {
+            "features": features,
+            "program_key": features.program_key,
+            "initial": [design.default],
+            "pool_size": LOWERED_POOL_SIZE,
+            **options,
+        }
+    return make_strategy(name, design.space, seed, **options)

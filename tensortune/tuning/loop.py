@@ -22,7 +22,7 @@ from ..measure.builder import build_candidates
 from ..measure.result import MeasureResult
 from ..measure.runner import Runner, RunRequest
 from ..pipeline import arg_specs, build_source, schedule_flags
-from ..search.registry import make_strategy
+from ..search.registry import make_tuning_strategy
 from ..space.registry import design_space
 from ..space.template import DesignSpace
 from ..target import Target
@@ -145,7 +145,7 @@ def tune(
     wl = _as_workload(workload)
     target = target or Target.detect()
     ds = design_space(wl, target)
-    search = make_strategy(strategy, ds.space, seed=seed)
+    search = make_tuning_strategy(strategy, ds, seed=seed)
     database = open_database(db)
     state = TuneState(wl.name, 0, trials, None, None, 0, 0.0)
     session = _Session(wl, str(target), strategy, database, state)

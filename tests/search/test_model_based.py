@@ -8,9 +8,12 @@ import statistics
 import numpy as np
 import pytest
 
-from tensortune.cost_model import RandomCostModel
-from tensortune.search import ModelBasedSearch, make_strategy
+import tensortune as tt
+from tensortune.cost_model import LoopNestFeatures, RandomCostModel
+from tensortune.search import ModelBasedSearch, make_strategy, make_tuning_strategy
 from tensortune.space import Config, Constraint, Knob, SearchSpace
+from tensortune.space.registry import design_space
+from tensortune.target import Target
 
 from .conftest import synthetic_cost
 
@@ -123,3 +126,44 @@ def test_random_model_ablation_runs(space: SearchSpace) -> None:
         configs = strategy.ask(8)
         assert len(configs) == 8
         strategy.tell(configs, [synthetic_cost(c) for c in configs])
+
+
+def test_initial_configs_come_first(space: SearchSpace) -> None:
+    first = {"k0": 8, "k1": 32, "k2": 2, "k3": 16}
+    strategy = ModelBasedSearch(space, seed=0, initial=[first], pool_size=64)
+    assert strategy.ask(4)[0] == first
+
+
+def test_never_proposes_a_program_twice(space: SearchSpace) -> None:
+    """Configs differing only in a knob the program ignores (here k3) are measured once."""
+    strategy = ModelBasedSearch(
+        space, seed=0, min_train=8, pool_size=128, program_key=lambda c: str(c["k0"] * c["k1"])
+    )
+    programs = []
+    for _ in range(4):
+        configs = strategy.ask(8)
+        strategy.tell(configs, [synthetic_cost(c) for c in configs])
+        programs += [c["k0"] * c["k1"] for c in configs]
+    assert len(programs) == len(set(programs)) > 8
+
+
+def test_tuning_strategy_scores_lowered_loop_nests(target: Target) -> None:
+    design = design_space(tt.workload("matmul:M=64,N=64,K=64"), target)
+    strategy = make_tuning_strategy("model", design, seed=0, pool_size=32)
+    assert isinstance(strategy, ModelBasedSearch)
+    assert isinstance(strategy.features, LoopNestFeatures)
+    for _ in range(3):
+        configs = strategy.ask(4)
+        strategy.tell(configs, [1e-3 * (1 + c["mr"] % 3) for c in configs])
+    assert strategy.history[0][0] == design.default
+    assert make_tuning_strategy("random", design, seed=0).name == "random"
+
+
+def test_first_batch_spreads_over_every_knob(space: SearchSpace) -> None:
+    """Random picks repeat knob values by chance; the first batch is chosen to avoid that."""
+
+    def coverage(name: str) -> int:
+        batches = [make_strategy(name, space, seed=s).ask(8) for s in range(5)]
+        return sum(len({c[k.name] for c in b}) for b in batches for k in space.knobs)
+
+    assert coverage("model") > coverage("random")

@@ -1,0 +1,89 @@
+"""Loop-nest features: fixed shape, deterministic, and they see what the lowered code does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.cost_model import LOOP_FEATURES, LoopNestFeatures
+from tensortune.errors import ScheduleError
+from tensortune.schedule import Schedule
+from tensortune.space import Knob, SearchSpace
+from tensortune.space.registry import design_space
+from tensortune.space.template import DesignSpace
+from tensortune.target import Target
+
+
+def column(name: str) -> int:
+    return LOOP_FEATURES.index(name)
+
+
+@pytest.fixture(scope="module")
+def gemm(target: Target) -> DesignSpace:
+    return design_space(tt.workload("matmul:M=64,N=64,K=64"), target)
+
+
+def tile(gemm: DesignSpace, **knobs: object) -> dict:
+    return {**gemm.default, "variant": "tile", **knobs}
+
+
+def test_one_row_per_config_with_named_columns(gemm: DesignSpace) -> None:
+    configs = gemm.space.sample(0, 5)
+    x = LoopNestFeatures(gemm)(configs)
+    names = LoopNestFeatures(gemm).names
+    assert x.shape == (5, len(LOOP_FEATURES) + len(gemm.space.feature_names)) == (5, len(names))
+    assert np.isfinite(x).all()
+
+
+def test_deterministic_across_instances(gemm: DesignSpace) -> None:
+    configs = gemm.space.sample(1, 4)
+    np.testing.assert_array_equal(LoopNestFeatures(gemm)(configs), LoopNestFeatures(gemm)(configs))
+
+
+def test_register_tile_shows_in_accumulators_and_reuse(gemm: DesignSpace) -> None:
+    small, big = tile(gemm, mr=2, nr_vectors=1), tile(gemm, mr=8, nr_vectors=2)
+    x = LoopNestFeatures(gemm)([small, big])
+    assert x[0, column("accumulator_vectors")] == 2
+    assert x[1, column("accumulator_vectors")] == 16
+    assert x[1, column("fma_per_load")] > x[0, column("fma_per_load")]
+    lanes = gemm.target.lanes("float32")
+    assert x[0, column("vector_lanes")] == x[1, column("vector_lanes")] == lanes
+
+
+def test_configs_that_lower_differently_differ(gemm: DesignSpace) -> None:
+    packed, unpacked = tile(gemm, pack_b=True), tile(gemm, pack_b=False)
+    x = LoopNestFeatures(gemm)([packed, unpacked])[:, : len(LOOP_FEATURES)]
+    assert x[0, column("log_temp_bytes")] > x[1, column("log_temp_bytes")]
+    assert not np.array_equal(x[0], x[1])
+
+
+def test_program_key_ignores_knobs_the_build_ignores(target: Target) -> None:
+    wl = tt.workload("matmul:M=32,N=32,K=32")
+
+    def build(config: dict) -> Schedule:
+        s = Schedule(wl.outputs)
+        s.split(s.stages[-1].name, s.stages[-1].leaves[0].name, config["tile"])
+        return s
+
+    space = SearchSpace([Knob("tile", (2, 4)), Knob("unused", (1, 2))])
+    design = DesignSpace(wl, target, space, build, {"tile": 2, "unused": 1})
+    features = LoopNestFeatures(design)
+    keys = [features.program_key(c) for c in space.enumerate()]  # (2,1) (2,2) (4,1) (4,2)
+    assert keys[0] == keys[1] != keys[2] == keys[3]
+
+
+def test_a_config_that_fails_to_schedule_gets_missing_loop_features(target: Target) -> None:
+    wl = tt.workload("matmul:M=32,N=32,K=32")
+
+    def build(config: dict) -> Schedule:
+        s = Schedule(wl.outputs)
+        if config["bad"]:
+            raise ScheduleError("split", "i", "this variant cannot be built")
+        return s
+
+    design = DesignSpace(wl, target, SearchSpace([Knob("bad", (False, True))]), build, {})
+    x = LoopNestFeatures(design)([{"bad": False}, {"bad": True}])
+    assert np.isfinite(x[0]).all()
+    assert np.isnan(x[1, : len(LOOP_FEATURES)]).all()
+    assert np.isfinite(x[1, len(LOOP_FEATURES) :]).all()  # the knob encoding is still there
