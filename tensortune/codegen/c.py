@@ -46,17 +46,27 @@ class _NoPromotion(Exception):
 
 @dataclass
 class _Registers:
-    buffer: Buffer
-    names: dict[tuple[int, int], str] = field(default_factory=dict)  # (offset, lanes) -> var
+    """Named variables for a register buffer: scalars, or vectors of ``lanes`` elements
+    ``stride`` apart (a tile vectorized along a dimension that is not the buffer's last)."""
 
-    def name(self, offset: int, lanes: int) -> str:
-        for (off, n), existing in self.names.items():
-            overlap = off < offset + lanes and offset < off + n
-            if overlap and lanes == 1 and n > 1:
-                return f"{existing}[{offset - off}]"  # one lane of a vector variable
-            if overlap and (off, n) != (offset, lanes):
+    buffer: Buffer
+    names: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (off, lanes, stride)
+
+    def name(self, offset: int, lanes: int, stride: int = 1) -> str:
+        if lanes == 1:
+            stride = 1
+        if stride <= 0:
+            raise _NoPromotion
+        mine = {offset + k * stride for k in range(lanes)}
+        for (off, n, step), existing in self.names.items():
+            theirs = range(off, off + n * step, step)
+            if not any(x in theirs for x in mine):
+                continue
+            if lanes == 1 and n > 1:
+                return f"{existing}[{(offset - off) // step}]"  # one lane of a vector variable
+            if (off, n, step) != (offset, lanes, stride):
                 raise _NoPromotion
-        key = (offset, lanes)
+        key = (offset, lanes, stride)
         if key not in self.names:
             suffix = f"v{offset}" if lanes > 1 else f"{offset}"
             self.names[key] = f"{self.buffer.name}_{suffix}"
@@ -66,7 +76,7 @@ class _Registers:
         dt = self.buffer.dtype
         return [
             f"{vtype(dt, n) if n > 1 else C_TYPE[dt]} {name};"
-            for (_, n), name in sorted(self.names.items())
+            for (_, n, _), name in sorted(self.names.items())
         ]
 
 
@@ -492,15 +502,15 @@ class CEmitter:
             return
         code = self.vexpr(value, dt)
         regs = self.registers.get(id(st.buffer))
-        if stride == 1:
-            base = self.prepare(substitute(off, {v: Const(0)}))
-            if regs is not None:
-                self.line(f"{regs.name(self.const_offset(base), lanes)} = {code};")
-            else:
-                self.line(f"tt_store_{t}(&{st.buffer.name}[{self.expr(base)}], {code});")
-            return
+        base = self.prepare(substitute(off, {v: Const(0)}))
         if regs is not None:
-            raise _NoPromotion
+            if stride is None:
+                raise _NoPromotion
+            self.line(f"{regs.name(self.const_offset(base), lanes, stride)} = {code};")
+            return
+        if stride == 1:
+            self.line(f"tt_store_{t}(&{st.buffer.name}[{self.expr(base)}], {code});")
+            return
         self.line(f"{{ {t} tt_v = {code};")
         for k in range(lanes):
             o = self.prepare(substitute(off, {v: Const(k)}))
@@ -541,12 +551,12 @@ class CEmitter:
                         for k in range(lanes)
                     ]
                     return f"(-(({t}){{{', '.join(lanes_code)}}}))", "vec"
-                if stride == 1 and regs is not None:
-                    return regs.name(self.const_offset(base), lanes), "vec"
+                if regs is not None:
+                    if stride is None:
+                        raise _NoPromotion
+                    return regs.name(self.const_offset(base), lanes, stride), "vec"
                 if stride == 1:
                     return f"tt_load_{t}(&{buf.name}[{self.expr(base)}])", "vec"
-                if regs is not None:
-                    raise _NoPromotion
                 lanes_code = [
                     self.load_flat(buf, self.prepare(substitute(off, {v: Const(k)})))
                     for k in range(lanes)

@@ -42,6 +42,26 @@ class _Placed:
     offset: tuple[Expr, ...]
 
 
+@dataclass(frozen=True)
+class _Geometry:
+    """A stage's nest over its region: loop extents, loop and axis values as expressions of the
+    leaf loops, and the ranges of every variable in scope there (the context's included)."""
+
+    region: dict[str, tuple[Expr, int]]  # root axis -> (min, extent)
+    ext: dict[str, int]
+    values: dict[str, Expr]
+    index: dict[str, Expr]  # root axis -> its value inside the nest
+    ranges: dict[Var, int]
+
+    @classmethod
+    def of(cls, st: Stage, region: dict[str, tuple[Expr, int]], context: dict[Var, int]):
+        ext = st.extents({name: region[name][1] for name in st.root_extents})
+        values = _loop_values(st, ext)
+        index = {name: _plus(region[name][0], values[name]) for name in st.root_extents}
+        ranges = {**context, **{lp.var: ext[lp.name] for lp in st.leaves}}
+        return cls(region, ext, values, index, ranges)
+
+
 @dataclass
 class _Lowering:
     sch: Schedule
@@ -49,6 +69,7 @@ class _Lowering:
     placed: dict[int, _Placed] = field(default_factory=dict)
     temporaries: list[Buffer] = field(default_factory=list)
     expanded: dict[str, Expr] = field(default_factory=dict)
+    geometries: dict[str, _Geometry] = field(default_factory=dict)
 
     # -- inlining --------------------------------------------------------------------------------
     def body_of(self, st: Stage) -> Expr:
@@ -82,25 +103,71 @@ class _Lowering:
         kids = children(e)
         return rebuild(e, tuple(self.to_buffers(k) for k in kids)) if kids else e
 
-    # -- stages ----------------------------------------------------------------------------------
-    def stage_nest(
-        self, st: Stage, region: dict[str, tuple[Expr, int]], buf: Buffer, context: dict[Var, int]
-    ) -> Stmt:
-        """The nest computing ``st`` over ``region`` (root axis -> (min, extent)) into ``buf``."""
-        full = st.root_extents
-        ext = st.extents({name: region[name][1] for name in full})
-        loops = st.leaves
-        ranges = {**context, **{lp.var: ext[lp.name] for lp in loops}}
-        values = _loop_values(st, ext)
-        index = {name: _plus(region[name][0], values[name]) for name in full}
-        guards = _guards(st, ext, values, region, full, ranges)
+    # -- geometry --------------------------------------------------------------------------------
+    def geometry(self, st: Stage) -> _Geometry:
+        """Where ``st`` is computed and over which region (memoised; readers are resolved first,
+        so a stage read by several attached stages covers what all of them need)."""
+        if st.name not in self.geometries:
+            if st.attach[0] == "at":
+                context = self.outer_context(st)
+                region = self.region_needed(st, context)
+            else:
+                context, region = {}, {n: (Const(0), e) for n, e in st.root_extents.items()}
+            self.geometries[st.name] = _Geometry.of(st, region, context)
+        return self.geometries[st.name]
 
-        axis_map = {a.var: index[a.name] for a in (*st.axes, *st.reduce_axes)}
+    def outer_context(self, st: Stage) -> dict[Var, int]:
+        """Ranges of the variables fixed during one iteration of the loop ``st`` is attached at."""
+        _, name, at = st.attach
+        cons = self.sch.stage(name, "lower")
+        pos = next((i for i, lp in enumerate(cons.leaves) if lp.name == at), None)
+        if pos is None:
+            raise LoweringError(f"stage '{st.name}' is attached to missing loop '{at}'")
+        inner = {lp.var for lp in cons.leaves[pos + 1 :]}
+        return {v: n for v, n in self.geometry(cons).ranges.items() if v not in inner}
+
+    def region_needed(self, st: Stage, context: dict[Var, int]) -> dict[str, tuple[Expr, int]]:
+        """The box of ``st`` read by all its readers while every loop inside the attach point
+        (theirs and the consumer's) sweeps its range."""
+        reads: list[tuple[Expr, ...]] = []
+        ranges: dict[Var, int] = {}
+        for reader in self.sch.stages:
+            if reader.attach == ("inline",):
+                continue  # its reads are part of its readers' bodies
+            found = [
+                r.indices
+                for r in walk(self.body_of(reader))
+                if isinstance(r, TensorRead) and r.tensor is st.tensor
+            ]
+            if not found:
+                continue
+            cons, at = self.sch.stage(st.attach[1], "lower"), st.attach[2]
+            if reader is not cons and not self.sch.is_inside(reader, cons, at):
+                raise LoweringError(
+                    f"'{st.name}' is computed at {cons.name}.{at} but '{reader.name}' "
+                    "reads it outside that loop"
+                )
+            g = self.geometry(reader)
+            axis_map = {a.var: g.index[a.name] for a in (*reader.axes, *reader.reduce_axes)}
+            reads += [tuple(substitute(i, axis_map) for i in idx) for idx in found]
+            ranges |= g.ranges
+        varying = {v: n for v, n in ranges.items() if v not in context}
+        box = region_of_reads(reads, st.tensor.shape, varying, context)
+        region = {a.name: box[d] for d, a in enumerate(st.axes)}
+        return region | {a.name: (Const(0), a.extent) for a in st.reduce_axes}
+
+    # -- stages ----------------------------------------------------------------------------------
+    def stage_nest(self, st: Stage, buf: Buffer) -> Stmt:
+        """The nest computing ``st`` over its region into ``buf``."""
+        g = self.geometry(st)
+        loops, ranges = st.leaves, g.ranges
+        guards = _guards(st, g.ext, g.values, g.region, st.root_extents, ranges)
+        axis_map = {a.var: g.index[a.name] for a in (*st.axes, *st.reduce_axes)}
         store_idx = tuple(
-            simplify(index[a.name] - self.placed[id(st.tensor)].offset[d], ranges)
+            simplify(g.index[a.name] - self.placed[id(st.tensor)].offset[d], ranges)
             for d, a in enumerate(st.axes)
         )
-        producers = self.attached_producers(st, loops, index, ranges, context)
+        producers = self.attached_producers(st)
         body = self.body_of(st)
         source = body.source if isinstance(body, Reduce) else body
         value = simplify(self.to_buffers(substitute(source, axis_map)), ranges)
@@ -110,7 +177,7 @@ class _Lowering:
             init = Store(buf, store_idx, _identity(body.combiner, buf.dtype))
         else:
             main, init = Store(buf, store_idx, value), None
-        return self.nest(st, loops, ext, main, init, guards, producers)
+        return self.nest(st, loops, g.ext, main, init, guards, producers)
 
     def nest(self, st, loops, ext, main, init, guards, producers) -> Stmt:
         depth = {id(g): _depth(g, loops) for g in guards}
@@ -144,34 +211,20 @@ class _Lowering:
             )
         return _wrap_guards(body, [g for g in mine if depth[id(g)] < 0])
 
-    def attached_producers(self, st, loops, index, ranges, context) -> dict[str, list]:
+    def attached_producers(self, st: Stage) -> dict[str, list]:
+        """Stages computed at ``st``'s loops, per loop in dependency order, with their buffers."""
         out: dict[str, list] = {}
         for prod in self.sch.stages:
             if prod.attach[:2] != ("at", st.name):
                 continue
-            at = prod.attach[2]
-            pos = next((i for i, lp in enumerate(loops) if lp.name == at), None)
-            if pos is None:
-                raise LoweringError(f"stage '{prod.name}' is attached to missing loop '{at}'")
-            inner = {lp.var: ranges[lp.var] for lp in loops[pos + 1 :]}
-            outer_ctx = {v: n for v, n in ranges.items() if v not in inner}
-            axis_map = {a.var: index[a.name] for a in (*st.axes, *st.reduce_axes)}
-            reads = [
-                tuple(substitute(i, axis_map) for i in r.indices)
-                for r in walk(self.body_of(st))
-                if isinstance(r, TensorRead) and r.tensor is prod.tensor
-            ]
-            box = region_of_reads(reads, prod.tensor.shape, inner, outer_ctx)
-            region = {a.name: box[d] for d, a in enumerate(prod.axes)}
-            region |= {a.name: (Const(0), a.extent) for a in prod.reduce_axes}
+            g = self.geometry(prod)
+            box = [g.region[a.name] for a in prod.axes]
             scope = prod.scope if prod.scope != "global" else "local"
             buf = Buffer(sanitize(prod.name), tuple(n for _, n in box), prod.tensor.dtype, scope)
             self.placed[id(prod.tensor)] = _Placed(buf, tuple(lo for lo, _ in box))
+            at = prod.attach[2]
             stmt = seq(
-                [
-                    Comment(f"{prod.name}: computed at {st.name}.{at}"),
-                    self.stage_nest(prod, region, buf, outer_ctx),
-                ]
+                [Comment(f"{prod.name}: computed at {st.name}.{at}"), self.stage_nest(prod, buf)]
             )
             out.setdefault(at, []).append((buf, stmt))
         return out
@@ -279,9 +332,8 @@ def lower(sch: Schedule, name: str = "kernel", num_threads: int = 1) -> PrimFunc
     for st in sch.stages:
         if st.attach != ("root",):
             continue
-        region = {n: (Const(0), e) for n, e in st.root_extents.items()}
         stmts.append(Comment(f"stage {st.name}"))
-        stmts.append(low.stage_nest(st, region, low.placed[id(st.tensor)].buffer, {}))
+        stmts.append(low.stage_nest(st, low.placed[id(st.tensor)].buffer))
     return PrimFunc(
         sanitize(name),
         tuple(params) + tuple(outputs),

@@ -197,6 +197,7 @@ class Schedule:
                         "across it would break the dependence (detach it first)",
                     )
         st.leaves[:] = new
+        self._check_placement("reorder", None)
 
     @_traced
     def tile(self, stage: str, x: str, y: str, x_factor: int, y_factor: int) -> tuple[str, ...]:
@@ -315,20 +316,30 @@ class Schedule:
     # -- placement --------------------------------------------------------------------------------
     @_traced
     def compute_at(self, stage: str, consumer: str, loop: str) -> None:
-        """Compute the stage inside ``consumer``'s loop: the region one iteration needs."""
+        """Compute the stage inside ``consumer``'s loop: the region one iteration needs.
+
+        Every reader of the stage must be ``consumer`` or already be computed at that loop or
+        inside it (attach those first), so a stage with several readers works as in Halide: the
+        region covers what all of them need, and it is computed before them.
+        """
         st = self.stage(stage, "compute_at")
         cons = self.stage(consumer, "compute_at")
         self._loop(cons, loop, "compute_at")
-        users = self.consumers(st)
         if st.is_output:
             raise ScheduleError("compute_at", loop, f"'{st.name}' is an output; it stays at root")
-        if [u.name for u in users] != [cons.name]:
-            raise ScheduleError(
-                "compute_at",
-                loop,
-                f"'{st.name}' is read by {[u.name for u in users]}; it can only be computed inside "
-                "its single consumer",
-            )
+        host = cons
+        while True:  # the consumer must not itself be computed inside the stage
+            if host is st:
+                raise ScheduleError(
+                    "compute_at",
+                    loop,
+                    f"'{cons.name}' is computed inside '{st.name}'"
+                    if cons is not st
+                    else f"'{st.name}' cannot be computed inside itself",
+                )
+            if host.attach[0] != "at":
+                break
+            host = self.stage(host.attach[1], "compute_at")
         if cons.attach == ("inline",):
             raise ScheduleError("compute_at", loop, f"consumer '{cons.name}' is inlined")
         if cons.annotations.get(loop) in ("vectorized", "unrolled"):
@@ -336,11 +347,13 @@ class Schedule:
                 "compute_at", loop, f"the loop is {cons.annotations[loop]}; pick an outer loop"
             )
         st.attach = ("at", cons.name, loop)
+        self._check_placement("compute_at", loop)
 
     @_traced
     def compute_root(self, stage: str) -> None:
         st = self.stage(stage, "compute_root")
         st.attach = ("root",)
+        self._check_placement("compute_root", None)
 
     @_traced
     def compute_inline(self, stage: str) -> None:
@@ -359,6 +372,47 @@ class Schedule:
                 "compute_inline", None, f"another stage is computed inside '{st.name}'"
             )
         st.attach = ("inline",)
+        self._check_placement("compute_inline", None)
+
+    def readers(self, st: Stage) -> list[Stage]:
+        """The stages whose loops read ``st``: its consumers, looking through inlined ones."""
+        out: list[Stage] = []
+        for c in self.consumers(st):
+            for r in self.readers(c) if c.attach == ("inline",) else [c]:
+                if r not in out:
+                    out.append(r)
+        return out
+
+    def is_inside(self, st: Stage, cons: Stage, loop: str) -> bool:
+        """Whether ``st`` is computed at ``cons.loop`` or a loop inside it, directly or inside
+        a stage that is."""
+        if st.attach[0] != "at":
+            return False
+        _, at_stage, at_loop = st.attach
+        if at_stage == cons.name:
+            names = [lp.name for lp in cons.leaves]
+            return at_loop in names and loop in names and names.index(at_loop) >= names.index(loop)
+        return self.is_inside(self.stage(at_stage, "compute_at"), cons, loop)
+
+    def _check_placement(self, primitive: str, loop: str | None) -> None:
+        """Every stage computed at a consumer's loop must have all its readers there or inside:
+        the buffer exists only in that loop's body, and is filled before the first of them."""
+        for st in self.stages:
+            if st.attach[0] != "at":
+                continue
+            cons, at = self.stage(st.attach[1], primitive), st.attach[2]
+            outside = [
+                r.name
+                for r in self.readers(st)
+                if r is not cons and not self.is_inside(r, cons, at)
+            ]
+            if outside:
+                raise ScheduleError(
+                    primitive,
+                    loop,
+                    f"'{st.name}' is computed at {cons.name}.{at} but read by {outside}, which "
+                    f"are not computed inside that loop (compute them at or inside it first)",
+                )
 
     # -- new stages -------------------------------------------------------------------------------
     @_traced

@@ -1,10 +1,20 @@
 """conv2d design space (NCHW, NHWC; plain, strided, grouped, depthwise).
 
-Register-tiled over output channels x output columns: a ``kr x (qv*lanes)`` accumulator tile in
-vector registers; each step broadcasts ``kr`` weights and loads ``qv`` input vectors (contiguous
-for stride 1 in NCHW), so the tile does ``kr*qv`` FMAs per ``kr+qv`` loads. For NHWC the vector
-axis is the output channel. The pad stage is either materialised once or inlined (then padding is
-tested at the vector's first and last lane).
+A register tile is ``vectors`` vector accumulators wide and ``rows`` deep: each reduction step
+loads ``vectors`` vectors and broadcasts ``rows`` scalars, ``rows*vectors`` FMAs per
+``rows+vectors`` loads. Knob ``vector_axis`` picks what the vectors run along:
+
+* ``columns``: output columns (NCHW; stride 1 makes the input loads contiguous) and the rows are
+  output channels (broadcast weights). For NHWC the vectors run along the output channels.
+  Narrow output rows waste lanes, and strides turn the input loads into gathers.
+* ``channels`` (NCHW, ungrouped): an implicit GEMM, as in oneDNN's NCHWc kernels. The vectors
+  run along output channels, read from weights packed into ``W_pack[K/w, C, R, S, w]``
+  (``w = vectors*lanes``), and the rows are ``pixel_rows x rows`` output pixels whose input
+  scalars are broadcast (any stride: scalar loads). The NCHW write-back scatters across
+  channels, once per C*R*S FMAs.
+
+The pad stage is either materialised once or inlined (its tests are then loop-invariant in the
+channel loop when that loop is innermost, ``reduce_order="rsc"``).
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ from __future__ import annotations
 from ..schedule import Schedule
 from ..target import Target
 from ..workload import Workload
+from .gemm import _column_operand
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
@@ -22,6 +33,8 @@ from .template import (
     vector_columns,
     vector_registers,
 )
+
+ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28)
 
 
 def conv_space(wl: Workload, target: Target) -> DesignSpace:
@@ -35,10 +48,16 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     row, col = (a1, a3) if layout == "NCHW" else (a2, a3)
     ext = main.root_extents
     lane_choices = tuple(x for x in (8, 16) if x <= lanes) or (lanes,)
+    # vectors over output channels need every lane to read the same input element
+    by_channel = layout == "NCHW" and main.tensor.attrs.get("groups", 1) == 1
+    # per variant: (axis of the broadcast rows, axis of the vectors)
+    tile_axes = {"columns": (row, col), "channels": (a3, a1)}
     knobs = [
-        Knob("rows", tuple(x for x in (1, 2, 3, 4, 6, 8, 12) if x <= ext[row])),
+        Knob("vector_axis", ("columns", "channels") if by_channel else ("columns",)),
+        Knob("rows", tuple(x for x in ROWS if x <= max(ext[row], ext[a3]))),
         Knob("vectors", (1, 2, 3, 4, 5, 6, 7, 8)),
         Knob("lanes", lane_choices),
+        Knob("pixel_rows", tuple(x for x in (1, 2, 4) if x <= ext[a2])),
         Knob("inline_pad", (False, True)),
         Knob("reduce_order", ("crs", "rsc")),
         Knob("parallel_fuse", (False, True)),
@@ -46,11 +65,22 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     ]
     constraints = [
         Constraint(
-            "register_tile_fits", lambda c: c["rows"] * c["vectors"] + c["vectors"] + 1 <= regs
+            "register_tile_fits",
+            lambda c: c["rows"] * c["pixel_rows"] * c["vectors"] + c["vectors"] + 1 <= regs,
+        ),
+        Constraint(
+            "rows_within_output", lambda c: c["rows"] <= ext[tile_axes[c["vector_axis"]][0]]
         ),
         Constraint(
             "tile_not_wider_than_output",
-            lambda c: c["vectors"] == 1 or (c["vectors"] - 1) * c["lanes"] < ext[col],
+            lambda c: (
+                c["vectors"] == 1
+                or (c["vectors"] - 1) * c["lanes"] < ext[tile_axes[c["vector_axis"]][1]]
+            ),
+        ),
+        Constraint(
+            "pixel_rows_only_tile_channels",
+            lambda c: c["vector_axis"] == "channels" or c["pixel_rows"] == 1,
         ),
     ]
 
@@ -63,25 +93,10 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
             producer = other.attach == ("root",) and not other.is_output and other is not st
             if (padding and config["inline_pad"]) or (producer and not padding):
                 s.compute_inline(other.name)
-        rows, width, lanes_ = config["rows"], config["vectors"] * config["lanes"], config["lanes"]
-        cache = s.cache_write(name, "register")
-        ro, ri = s.split(name, row, rows)
-        co, ci = s.split(name, col, width)
-        middle = a2 if layout == "NCHW" else a1
-        if layout == "NCHW":
-            s.reorder(name, [n_, ro, middle, co, ri, ci])
+        if config["vector_axis"] == "channels":
+            _channels(s, name, (n_, a1, a2, a3), config)
         else:
-            s.reorder(name, [n_, middle, ro, co, ri, ci])
-        s.compute_at(cache, name, co)
-        c, r, sk = (lp.name for lp in s[cache].leaves if lp.kind == "reduce")
-        if layout == "NHWC":
-            r, sk, c = c, r, sk  # NHWC reduce axes are (r, s, c)
-        red = [c, r, sk] if config["reduce_order"] == "crs" else [r, sk, c]
-        s.reorder(cache, [*red, row, col])
-        s.unroll(cache, row)
-        vector_columns(s, cache, col, width, lanes_)
-        s.unroll(name, ri)
-        vector_columns(s, name, ci, width, lanes_)
+            _columns(s, name, layout, (n_, a1, a2, a3), row, col, config)
         if target.num_threads > 1:
             leaves = [lp.name for lp in s[name].leaves]
             outer = leaves[1] if ext[n_] == 1 else leaves[0]
@@ -90,30 +105,114 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
             s.parallel(name, outer)
         for other in s.stages:
             if other.attach == ("root",) and other.name != name:
-                schedule_simple(s, other, lanes_, target.num_threads > 1)
+                schedule_simple(s, other, config["lanes"], target.num_threads > 1)
         apply_common(s, config)
         return s
 
     lanes_d, vectors_d = _tile_width(ext[col], lane_choices)
     default = {
+        "vector_axis": "columns",
         "rows": max(
             x
-            for x in knobs[0].choices
-            if x <= max(1, (regs - vectors_d - 1) // vectors_d) and x <= 3
+            for x in knobs[1].choices
+            if x <= max(1, (regs - vectors_d - 1) // vectors_d) and x <= min(3, ext[row])
         ),
         "vectors": vectors_d,
         "lanes": lanes_d,
+        "pixel_rows": 1,
         "inline_pad": False,
         "reduce_order": "crs",
         "parallel_fuse": False,
         "opt_level": "O3",
     }
+    if by_channel:
+        default |= _channel_default(ext[a1], ext[a3], knobs[1].choices, lanes, regs)
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
+
+
+def _columns(s: Schedule, name: str, layout: str, axes, row: str, col: str, config) -> None:
+    """Tile channels (NCHW) or columns (NHWC) x a vector-wide run of the innermost axis."""
+    n_, a1, a2, _ = axes
+    rows, lanes = config["rows"], config["lanes"]
+    width = config["vectors"] * lanes
+    cache = s.cache_write(name, "register")
+    ro, ri = s.split(name, row, rows)
+    co, ci = s.split(name, col, width)
+    middle = a2 if layout == "NCHW" else a1
+    if layout == "NCHW":
+        s.reorder(name, [n_, ro, middle, co, ri, ci])
+    else:
+        s.reorder(name, [n_, middle, ro, co, ri, ci])
+    s.compute_at(cache, name, co)
+    c, r, sk = (lp.name for lp in s[cache].leaves if lp.kind == "reduce")
+    if layout == "NHWC":
+        r, sk, c = c, r, sk  # NHWC reduce axes are (r, s, c)
+    red = [c, r, sk] if config["reduce_order"] == "crs" else [r, sk, c]
+    s.reorder(cache, [*red, row, col])
+    s.unroll(cache, row)
+    vector_columns(s, cache, col, width, lanes)
+    s.unroll(name, ri)
+    vector_columns(s, name, ci, width, lanes)
+
+
+def _channels(s: Schedule, name: str, axes, config) -> None:
+    """``vectors`` x ``lanes`` output channels x ``pixel_rows`` x ``rows`` output pixels."""
+    n_, k, p, q = axes
+    lanes = config["lanes"]
+    width = config["vectors"] * lanes
+    weights, _ = _column_operand(s[name], k)
+    cache = s.cache_write(name, "register")
+    ko, ki = s.split(name, k, width)
+    po, pi = s.split(name, p, config["pixel_rows"])
+    qo, qi = s.split(name, q, config["rows"])
+    s.reorder(name, [n_, ko, po, qo, pi, qi, ki])
+    s.compute_at(cache, name, qo)
+    c, r, sk = (lp.name for lp in s[cache].leaves if lp.kind == "reduce")
+    red = [c, r, sk] if config["reduce_order"] == "crs" else [r, sk, c]
+    s.reorder(cache, [*red, p, q, k])
+    s.unroll(cache, p)
+    s.unroll(cache, q)
+    vector_columns(s, cache, k, width, lanes)
+    s.unroll(name, pi)
+    s.unroll(name, qi)
+    vector_columns(s, name, ki, width, lanes)
+    s.pack(weights, cache, 0, width)  # W_pack[K/width, C, R, S, width]
+
+
+def _channel_default(
+    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
+) -> Config:
+    """The channel tile with the most accumulators that fit, covering the output row evenly."""
+    options = [
+        (cv, pw)
+        for cv in (1, 2, 3)
+        for pw in pixels
+        if cv * pw + cv + 1 <= regs and (cv - 1) * lanes < channels and pw <= width
+    ]
+    cv, pw = max(
+        options,
+        key=lambda o: (
+            o[0] * o[1] - _waste(width, o[1]) * o[0] - _waste(channels, o[0] * lanes),
+            o[0],
+        ),
+    )
+    return {
+        "vector_axis": "channels",
+        "rows": pw,
+        "vectors": cv,
+        "lanes": lanes,
+        "inline_pad": True,  # the padding tests are invariant in the channel loop
+        "reduce_order": "rsc",
+        "parallel_fuse": True,  # (channel blocks x output rows) chunks for the threads
+    }
+
+
+def _waste(extent: int, tile: int) -> int:
+    """Iterations a tile of ``tile`` computes past the end of ``extent``."""
+    return -(-extent // tile) * tile - extent
 
 
 def _tile_width(extent: int, lane_choices: tuple[int, ...]) -> tuple[int, int]:
     """(lanes, vectors) covering the output row with the least padding, then the widest."""
     options = [(lanes, v) for lanes in lane_choices for v in range(1, 8)]
-    return min(
-        options, key=lambda o: (-(-extent // (o[0] * o[1])) * o[0] * o[1] - extent, -o[0] * o[1])
-    )
+    return min(options, key=lambda o: (_waste(extent, o[0] * o[1]), -o[0] * o[1]))

@@ -6,6 +6,7 @@ from ..target import Target
 from ..workload import Workload
 from .conv import conv_space
 from .gemm import gemm_space
+from .norm import norm_space
 from .template import DesignSpace, generic_space
 
 TEMPLATES = {
@@ -14,6 +15,8 @@ TEMPLATES = {
     "dense": gemm_space,
     "conv2d": conv_space,
     "depthwise_conv2d": conv_space,
+    "softmax": norm_space,
+    "layernorm": norm_space,
 }
 
 

@@ -126,6 +126,27 @@ def test_register_tile_is_named_variables_on_a_divisible_shape():
     assert "tt_store_f32x8(&C[i_o * 128 + j_o * 8], C_register_v0);" in body
 
 
+def test_register_tile_vectorized_along_its_outer_dimension_stays_in_registers(target):
+    """Vectors along i (stride 4 in the 8x4 tile), as conv's channel tiles use them."""
+    s = Schedule(matmul(16, 12, 8))
+    s.cache_write("C", "register")
+    io, jo, ii, ji = s.tile("C", "i", "j", 8, 4)
+    s.reorder("C", [io, jo, ji, ii])
+    s.compute_at("C_register", "C", jo)
+    s.reorder("C_register", ["k", "j", "i"])
+    s.unroll("C_register", "j")
+    s.vectorize("C_register", "i")
+    s.unroll("C", ji)
+    s.vectorize("C", ii)
+    body = body_of(c_source(s), "kernel")
+    assert "held in registers" in body and "float C_register[" not in body
+    for n in range(4):
+        assert f"f32x8 C_register_v{n};" in body
+    a, b = RNG.random((16, 8), dtype=np.float32), RNG.random((8, 12), dtype=np.float32)
+    got = compile(s.outputs, s, target)(a, b)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5)
+
+
 def test_register_tile_with_non_constant_indices_falls_back_to_a_local_array():
     s = Schedule(matmul(16, 32, 8))
     s.cache_write("C", "register")

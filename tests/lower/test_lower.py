@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import textwrap
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import tensortune.te as te
 from tensortune.ir.nodes import Allocate, For, IfThen, Seq, Stmt
 from tensortune.ir.printer import format_stmt
 from tensortune.lower import lower
 from tensortune.lower.bounds import read_range, region_of_reads
+from tensortune.pipeline import compile
 from tensortune.schedule import Schedule
+from tensortune.target import Target
 from tensortune.te.expr import Const, Var
 
 
@@ -208,3 +214,56 @@ def test_read_range_and_region_of_reads():
     assert region == ((Const(0), 8),)
     # a read the varying loop does not touch has extent 1
     assert read_range(i * 2, {ii: 4}, {i: 5})[1] == 1
+
+
+# -- a stage with several readers computed at one loop ------------------------------------------
+def shifted_sum(M: int, N: int):
+    """P is read by Y at [i, j] and by Q at [i, j + 2]; Q is read by Y."""
+    X = te.placeholder((M, N + 2), name="X")
+    P = te.compute((M, N + 2), lambda i, j: X[i, j] * 3.0, name="P")
+    Q = te.compute((M, N), lambda i, j: P[i, j + 2] - 1.0, name="Q")
+    Y = te.compute((M, N), lambda i, j: P[i, j] + Q[i, j], name="Y")
+    return Y
+
+
+def _shared_schedule(Y, at_row: bool, block: int, lanes: int | None) -> Schedule:
+    s = Schedule(Y)
+    jo, ji = s.split("Y", "j", block)
+    at = "i" if at_row else jo
+    s.compute_at("Q", "Y", at if at_row else ji)  # the other reader: at or inside the loop
+    s.compute_at("P", "Y", at)
+    for name in ("P", "Q") if lanes else ():
+        _, inner = s.split(name, "j", lanes)
+        s.vectorize(name, inner)
+    return s
+
+
+def test_region_of_a_shared_stage_is_the_union_of_its_readers_needs():
+    Y = shifted_sum(8, 16)
+    # per row: Y needs P[i, 0:16], Q needs P[i, 2:18]
+    assert _allocations(lower(_shared_schedule(Y, True, 4, 4)))["P"].shape == (1, 18)
+    # per 4 columns: Y needs P[i, 4jo : 4jo+4], Q (inside j_i) needs P[i, 4jo+2 : 4jo+6]
+    assert _allocations(lower(_shared_schedule(Y, False, 4, None)))["P"].shape == (1, 6)
+
+
+def test_shared_stage_is_computed_before_all_its_readers():
+    Y = shifted_sum(8, 16)
+    text = format_stmt(lower(_shared_schedule(Y, False, 4, 2)))
+    assert text.index("# P: computed at Y.j_o") < text.index("# Q: computed at Y.j_i")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    m=st.integers(1, 9),
+    n=st.integers(1, 40),
+    at_row=st.booleans(),
+    block=st.sampled_from([1, 3, 4, 8]),
+    lanes=st.sampled_from([None, 2, 4, 8]),
+)
+def test_shared_stage_matches_numpy(m, n, at_row, block, lanes):
+    Y = shifted_sum(m, n)
+    x = np.random.default_rng(m * 100 + n).uniform(-1, 1, (m, n + 2)).astype(np.float32)
+    p = x.astype(np.float64) * 3.0
+    expected = p[:, :n] + (p[:, 2:] - 1.0)
+    kern = compile(Y, _shared_schedule(Y, at_row, block, lanes), Target.detect(num_threads=2))
+    np.testing.assert_allclose(kern(x), expected, rtol=1e-5, atol=1e-5)

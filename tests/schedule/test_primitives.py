@@ -71,6 +71,19 @@ def chain(M=9, N=24):
     return F, (a, b, c), np.exp(-np.maximum(a.astype(np.float64) * b + c, 0))
 
 
+def softmax_rows(M=6, N=40):
+    """Softmax as four stages: exp (E) is read by both the sum (S) and the output (Y)."""
+    X = te.placeholder((M, N), name="X")
+    k1, k2 = te.reduce_axis(N, "k"), te.reduce_axis(N, "k")
+    mx = te.compute((M,), lambda i: te.max_reduce(X[i, k1], axis=k1), name="Mx")
+    E = te.compute((M, N), lambda i, j: te.exp(X[i, j] - mx[i]), name="E")
+    S = te.compute((M,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
+    Y = te.compute((M, N), lambda i, j: E[i, j] / S[i], name="Y")
+    x = rand(M, N)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return Y, (x,), e / e.sum(axis=1, keepdims=True)
+
+
 # -- schedules, one or two per primitive ---------------------------------------------------------
 def s_split(s):
     s.split("C", "i", 4)  # 13 = 3*4 + 1: a tail
@@ -149,6 +162,26 @@ def s_chain_inline_and_at(s):
     s.vectorize("F", ji)
 
 
+def s_compute_at_shared(s, per_row=True, lanes=8):
+    """Every stage of a softmax inside the output's row loop; E has two readers there."""
+    io, ii = s.split("Y", "i", 4)
+    at = ii if per_row else io
+    for st in ("S", "E", "Mx"):  # readers first
+        s.compute_at(st, "Y", at)
+    for st in ("Mx", "S", "E", "Y"):
+        _, inner = s.split(st, s[st].leaves[-1].name, lanes)
+        s.vectorize(st, inner)
+    s.parallel("Y", io)
+
+
+def s_compute_at_shared_nested(s):
+    """S attached inside E's consumer loop: E's region must cover S's reads as well as Y's."""
+    jo, _ = s.split("Y", "j", 8)
+    s.compute_at("S", "Y", jo)
+    s.compute_at("E", "Y", "i")
+    s.compute_at("Mx", "E", "i")
+
+
 def s_cache_write_local(s):
     s.cache_write("C", "local")
     _, jo, _, _ = s.tile("C", "i", "j", 4, 8)
@@ -215,6 +248,13 @@ CASES = {
     "compute_at_reduce_loop": (scaled_matmul, s_compute_at_reduce_loop),
     "compute_inline": (scaled_matmul, s_compute_inline),
     "chain_inline_and_at": (chain, s_chain_inline_and_at),
+    "compute_at_shared": (softmax_rows, s_compute_at_shared),
+    "compute_at_shared_block": (softmax_rows, lambda s: s_compute_at_shared(s, per_row=False)),
+    "compute_at_shared_nested": (softmax_rows, s_compute_at_shared_nested),
+    "compute_at_shared_inlined": (
+        softmax_rows,
+        lambda s: (s.compute_inline("E"), s_compute_at_shared(s, lanes=16)),
+    ),
     "cache_write_local": (matmul, s_cache_write_local),
     "cache_write_register": (lambda: matmul(16, 32, 8), s_cache_write_register),
     "cache_write_intermediate": (matmul_relu, s_cache_write_intermediate),
@@ -344,6 +384,39 @@ ILLEGAL = [
     (matmul_relu, lambda s: s.compute_inline("C"), "compute_inline", None, "reduction"),
     (matmul_relu, lambda s: s.compute_inline("D"), "compute_inline", None, "output"),
     (chain, chain_at_non_consumer, "compute_at", "i", "read by ['E']"),
+    (softmax_rows, lambda s: s.compute_at("E", "Y", "i"), "compute_at", "i", "read by ['S']"),
+    (
+        softmax_rows,
+        lambda s: (s.compute_at("S", "Y", "i"), s.compute_at("E", "Y", "i"), s.compute_root("S")),
+        "compute_root",
+        None,
+        "read by ['S']",
+    ),
+    (
+        softmax_rows,
+        lambda s: (
+            s.split("Y", "j", 8),
+            s.compute_at("S", "Y", "j_i"),
+            s.compute_at("E", "Y", "j_o"),
+            s.reorder("Y", ["j_i", "j_o"]),
+        ),
+        "reorder",
+        None,
+        "not computed inside",
+    ),
+    (softmax_rows, lambda s: s.compute_at("Mx", "Mx", "i"), "compute_at", "i", "inside itself"),
+    (
+        softmax_rows,
+        lambda s: (
+            s.compute_at("S", "Y", "i"),
+            s.compute_at("E", "Y", "i"),
+            s.compute_at("Mx", "E", "i"),
+            s.compute_at("E", "Mx", "i"),
+        ),
+        "compute_at",
+        "i",
+        "'Mx' is computed inside 'E'",
+    ),
     (matmul_relu, lambda s: s.compute_at("D", "D", "i"), "compute_at", "i", "output"),
     (
         matmul,
