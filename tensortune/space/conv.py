@@ -22,11 +22,11 @@ from __future__ import annotations
 from ..schedule import Schedule
 from ..target import Target
 from ..workload import Workload
-from .gemm import _column_operand
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
     apply_common,
+    column_operand,
     common_knobs,
     lanes_for,
     schedule_simple,
@@ -160,7 +160,7 @@ def _channels(s: Schedule, name: str, axes, config) -> None:
     n_, k, p, q = axes
     lanes = config["lanes"]
     width = config["vectors"] * lanes
-    weights, _ = _column_operand(s[name], k)
+    weights, _ = column_operand(s[name], k)
     cache = s.cache_write(name, "register")
     ko, ki = s.split(name, k, width)
     po, pi = s.split(name, p, config["pixel_rows"])

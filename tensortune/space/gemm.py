@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from ..schedule import Schedule
 from ..target import Target
-from ..te.expr import TensorRead, walk
 from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
     apply_common,
+    column_operand,
     common_knobs,
     inline_injective,
     lanes_for,
@@ -38,7 +38,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
     spatial = [a.name for a in main.axes]
     i_name, j_name = spatial[-2], spatial[-1]
     m, n = main.root_extents[i_name], main.root_extents[j_name]
-    b_name, b_axis = _column_operand(main, j_name)
+    b_name, b_axis = column_operand(main, j_name)
     knobs = [
         Knob("variant", ("tile", "stream")),
         Knob("mr", tuple(x for x in (1, 2, 3, 4, 5, 6, 8, 10, 12) if x <= max(m, 1))),
@@ -84,17 +84,6 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         "opt_level": "O3",
     }
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
-
-
-def _column_operand(main, j_name: str) -> tuple[str, int]:
-    """The operand indexed by the column axis, and which of its dimensions that is."""
-    j_var = next(a.var for a in main.axes if a.name == j_name)
-    for node in walk(main.body):
-        if isinstance(node, TensorRead):
-            for d, idx in enumerate(node.indices):
-                if idx == j_var:
-                    return node.tensor.name, d
-    raise ValueError(f"no operand of '{main.name}' is indexed by '{j_name}'")
 
 
 def _tile(s, name, i, j, b, lanes, config, target) -> None:

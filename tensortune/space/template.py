@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..schedule import Schedule
 from ..schedule.stage import Stage
 from ..target import Target
+from ..te.expr import TensorRead, walk
 from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
 
@@ -70,6 +71,17 @@ def vector_columns(s: Schedule, stage: str, loop: str, width: int, lanes: int) -
     vo, vi = s.split(stage, loop, lanes)
     s.unroll(stage, vo)
     s.vectorize(stage, vi)
+
+
+def column_operand(main: Stage, j_name: str) -> tuple[str, int]:
+    """The operand indexed by the column axis, and which of its dimensions that is."""
+    j_var = next(a.var for a in main.axes if a.name == j_name)
+    for node in walk(main.body):
+        if isinstance(node, TensorRead):
+            for d, idx in enumerate(node.indices):
+                if idx == j_var:
+                    return node.tensor.name, d
+    raise ValueError(f"no operand of '{main.name}' is indexed by '{j_name}'")
 
 
 def schedule_simple(

@@ -34,17 +34,23 @@ def body_of(src: str, name: str) -> str:
     return src[start : src.index("\n}\n", start) + 3]
 
 
-def register_tiled(M=16, N=32, K=8) -> Schedule:
+def register_tiled(M=16, N=32, K=8, tile=(4, 8), along="j", parallel=True) -> Schedule:
+    """A register-tiled matmul whose accumulator vectors run along tile axis ``along``."""
     s = Schedule(matmul(M, N, K))
     s.cache_write("C", "register")
-    io, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
+    io, jo, ii, ji = s.tile("C", "i", "j", *tile)
+    (unrolled, vector), (tile_unrolled, tile_vector) = (ii, ji), ("i", "j")
+    if along == "i":
+        (unrolled, vector), (tile_unrolled, tile_vector) = (ji, ii), ("j", "i")
+        s.reorder("C", [io, jo, ji, ii])
     s.compute_at("C_register", "C", jo)
-    s.reorder("C_register", ["k", "i", "j"])
-    s.unroll("C_register", "i")
-    s.vectorize("C_register", "j")
-    s.unroll("C", ii)
-    s.vectorize("C", ji)
-    s.parallel("C", io)
+    s.reorder("C_register", ["k", tile_unrolled, tile_vector])
+    s.unroll("C_register", tile_unrolled)
+    s.vectorize("C_register", tile_vector)
+    s.unroll("C", unrolled)
+    s.vectorize("C", vector)
+    if parallel:
+        s.parallel("C", io)
     return s
 
 
@@ -128,16 +134,7 @@ def test_register_tile_is_named_variables_on_a_divisible_shape():
 
 def test_register_tile_vectorized_along_its_outer_dimension_stays_in_registers(target):
     """Vectors along i (stride 4 in the 8x4 tile), as conv's channel tiles use them."""
-    s = Schedule(matmul(16, 12, 8))
-    s.cache_write("C", "register")
-    io, jo, ii, ji = s.tile("C", "i", "j", 8, 4)
-    s.reorder("C", [io, jo, ji, ii])
-    s.compute_at("C_register", "C", jo)
-    s.reorder("C_register", ["k", "j", "i"])
-    s.unroll("C_register", "j")
-    s.vectorize("C_register", "i")
-    s.unroll("C", ji)
-    s.vectorize("C", ii)
+    s = register_tiled(16, 12, 8, tile=(8, 4), along="i", parallel=False)
     body = body_of(c_source(s), "kernel")
     assert "held in registers" in body and "float C_register[" not in body
     for n in range(4):
