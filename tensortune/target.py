@@ -98,16 +98,24 @@ class Target:
         supported = supported_isas(flags)
         if isa is None:
             isa = supported[0]
-        elif isa not in ISAS:
-            raise TensorTuneError(f"unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
-        elif isa not in supported:
+        elif isa in ISAS and isa not in supported:
             missing = sorted(_REQUIRED_FLAGS[isa] - flags)
             raise TensorTuneError(
                 f"this CPU does not support isa {isa!r} (missing cpu flags: "
                 f"{', '.join(missing)}); supported here: {', '.join(supported)}"
             )
+        return cls.cross(isa, num_threads=num_threads, cc=cc)
+
+    @classmethod
+    def cross(cls, isa: str, num_threads: int | None = None, cc: str | None = None) -> Target:
+        """A target for `isa` whether or not this CPU runs it, with this machine's caches.
+
+        For generating, reading or shipping code for another machine; a kernel built for an
+        ISA this CPU lacks compiles and loads here but must not be called.
+        """
+        if isa not in ISAS:
+            raise TensorTuneError(f"unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
         compiler = find_compiler(cc)
-        caches = _cache_sizes()
         return cls(
             name=_cpu_name(),
             isa=isa,
@@ -115,7 +123,7 @@ class Target:
             num_threads=num_threads if num_threads is not None else available_cpus(),
             cc=compiler,
             cflags=isa_cflags(isa, compiler) + COMMON_CFLAGS,
-            **caches,
+            **_cache_sizes(),
         )
 
     @classmethod

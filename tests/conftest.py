@@ -19,3 +19,10 @@ def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
 def target() -> Target:
     """A fixed 2-thread target, whatever the machine's core count."""
     return Target.detect(num_threads=2)
+
+
+@pytest.fixture(scope="session")
+def avx512_target() -> Target:
+    """A 2-thread AVX-512 target whatever this CPU runs: for tests that read generated code or
+    check register-file constraints (32 vector registers), never for running kernels."""
+    return Target.cross("avx512", num_threads=2)

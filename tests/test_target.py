@@ -171,3 +171,13 @@ def test_every_isa_level_is_known():
     assert set(supported_isas(frozenset())) == {"generic"}
     assert supported_isas(frozenset({"avx2", "fma", "sse4_2"})) == ("avx2", "sse4", "generic")
     assert ISAS[-1] == "generic"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_cross_target_for_any_isa_whatever_this_cpu_runs(isa: str, host: Target):
+    cross = Target.cross(isa, num_threads=3)
+    assert (cross.isa, cross.num_threads, cross.l2_bytes) == (isa, 3, host.l2_bytes)
+    assert cross.cflags == isa_cflags(isa, cross.cc) + COMMON_CFLAGS
+    assert cross.lanes("float32") == cross.vector_bits // 32
+    with pytest.raises(TensorTuneError, match="unknown isa 'neon'"):
+        Target.cross("neon")

@@ -20,8 +20,8 @@ def column(name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def gemm(target: Target) -> DesignSpace:
-    return design_space(tt.workload("matmul:M=64,N=64,K=64"), target)
+def gemm(avx512_target: Target) -> DesignSpace:
+    return design_space(tt.workload("matmul:M=64,N=64,K=64"), avx512_target)
 
 
 def tile(gemm: DesignSpace, **knobs: object) -> dict:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
+from tensortune.pipeline import build_source
 from tensortune.space.registry import design_space
 
 SPECS = [
@@ -42,19 +43,19 @@ def test_channel_tiles_match_numpy(spec: str, target) -> None:
         np.testing.assert_allclose(kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(tile))
 
 
-def test_channel_tile_loads_packed_weights_and_broadcasts_inputs(target) -> None:
+def test_channel_tile_loads_packed_weights_and_broadcasts_inputs(avx512_target) -> None:
     wl = tt.workload("conv2d:C=8,H=8,W=8,K=32,R=3,S=3,stride=2,pad=1")
-    ds = design_space(wl, target)
+    ds = design_space(wl, avx512_target)
     assert ds.default["vector_axis"] == "channels"
     config = {**ds.default, "inline_pad": False}
-    source = tt.compile(wl, schedule=ds.schedule(config), target=target).source
+    source, _ = build_source(ds.schedule(config), "conv2d", avx512_target)
     assert "tt_load_f32x16(&W_pack[" in source
     assert "tt_bcast_f32x16(&X_pad[" in source  # one scalar of the input per output pixel
     assert "held in registers" in source
 
 
-def test_register_tiles_that_do_not_fit_are_rejected(target) -> None:
-    ds = design_space(tt.workload("conv2d:C=64,H=28,W=28,K=64,R=3,S=3,pad=1"), target)
+def test_register_tiles_that_do_not_fit_are_rejected(avx512_target) -> None:
+    ds = design_space(tt.workload("conv2d:C=64,H=28,W=28,K=64,R=3,S=3,pad=1"), avx512_target)
     base = {**ds.default, "vector_axis": "channels"}
     assert ds.space.is_valid({**base, "vectors": 2, "rows": 14, "pixel_rows": 1})
     assert not ds.space.is_valid({**base, "vectors": 2, "rows": 14, "pixel_rows": 2})

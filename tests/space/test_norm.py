@@ -21,12 +21,12 @@ def test_every_config_builds_a_schedule(spec: str, target) -> None:
 
 @pytest.mark.parametrize("recompute", [False, True])
 @pytest.mark.parametrize("spec", ["softmax:rows=256,cols=128", "layernorm:rows=256,cols=96"])
-def test_row_loop_is_one_parallel_region_of_vector_loops(spec: str, recompute: bool, target):
+def test_row_loop_is_one_parallel_region_of_vector_loops(spec: str, recompute: bool, avx512_target):
     """Statistics and the final pass sit in one row loop; with cols a multiple of the lanes every
     loop inside it does one vector operation per iteration, and exp is the vector exp."""
-    ds = design_space(tt.workload(spec), target)
+    ds = design_space(tt.workload(spec), avx512_target)
     config = {**ds.default, "lanes": 16, "recompute": recompute, "parallel": True}
-    source, _ = build_source(ds.schedule(config), "kernel", target)
+    source, _ = build_source(ds.schedule(config), "kernel", avx512_target)
     lines = source[source.index("int kernel(") :].splitlines()
     assert sum("#pragma omp parallel" in line for line in lines) == 1
     loops = [(n, m.group(1)) for n, line in enumerate(lines) if (m := _FOR.search(line))]
