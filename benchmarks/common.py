@@ -1,9 +1,10 @@
 """Shared benchmark plumbing: timing contenders fairly in one process, and printing the table.
 
 Each contender is timed in a block of its own (thread pools spin after a call, so interleaving
-call by call would slow the next one), with a pause between blocks, twice round; each keeps the
-better of its two medians. Our kernels are timed by the C harness, peers by perf_counter around
-their Python call (their per-call overhead is microseconds against milliseconds of work).
+call by call would slow the next one), with a pause between blocks, several times round in a
+rotating order; each keeps its best block's median. Our kernels are timed by the C harness,
+peers by perf_counter around their Python call (their per-call overhead is microseconds against
+milliseconds of work).
 """
 
 from __future__ import annotations
@@ -61,11 +62,17 @@ def kernel_timer(kernel, arrays: list[np.ndarray], min_seconds: float = 0.05):
     return timeit
 
 
-def measure(contenders: list[Contender], repeat: int = 7, rounds: int = 2) -> dict[str, float]:
-    """Median seconds per call of each contender, best of ``rounds`` blocks."""
+def measure(contenders: list[Contender], repeat: int = 5, rounds: int = 6) -> dict[str, float]:
+    """Median seconds per call of each contender, best of ``rounds`` blocks.
+
+    The machine's speed drifts by a quarter within seconds (a shared host), so contenders take
+    turns in short blocks, the order rotating each round, and each keeps its best block: every
+    contender is then judged at the machine's best moments, not at whichever moment it drew.
+    """
     best: dict[str, float] = {}
-    for _ in range(rounds):
-        for c in contenders:
+    for r in range(rounds):
+        shift = r % len(contenders)
+        for c in contenders[shift:] + contenders[:shift]:
             timer = c.timer or python_timer(c.run)
             med = statistics.median(timer(repeat))
             best[c.name] = min(best.get(c.name, float("inf")), med)

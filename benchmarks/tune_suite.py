@@ -101,7 +101,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="substring filter on the workload specs")
     ap.add_argument("--max-seconds", type=float, default=None, help="per workload")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     common.limit_threads(args.threads)
     target = tt.Target.detect(num_threads=args.threads)

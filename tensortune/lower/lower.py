@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..errors import LoweringError
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, PrimFunc, Stmt, Store, seq
 from ..ir.simplify import simplify
-from ..schedule.schedule import Schedule
+from ..schedule.schedule import MAX_UNROLL, Schedule
 from ..schedule.stage import Fuse, Loop, Stage
 from ..te.expr import (
     Binary,
@@ -188,7 +188,13 @@ class _Lowering:
             for alloc_buf, stmt in reversed(producers.get(loops[d].name, [])):
                 body = Allocate(alloc_buf, seq([stmt, body]))
             lp = loops[d]
-            body = For(lp.var, ext[lp.name], _KIND[st.annotations.get(lp.name)], body)
+            kind = _KIND[st.annotations.get(lp.name)]
+            if kind == "unrolled" and ext[lp.name] > MAX_UNROLL:
+                raise LoweringError(
+                    f"stage '{st.name}': unrolled loop '{lp.name}' has extent {ext[lp.name]} "
+                    f"where it is computed, more than {MAX_UNROLL}; split it first"
+                )
+            body = For(lp.var, ext[lp.name], kind, body)
             if d == first_reduce and init is not None:
                 body = seq([self.init_nest(st, loops[d:], ext, init, guards), body])
         body = _wrap_guards(body, [g for g in guards if depth[id(g)] < 0])

@@ -3,6 +3,9 @@
 Register-tiled: an ``mr x nr`` accumulator tile held in vector registers, B packed into
 ``nr``-wide column panels so the inner loop is one broadcast of A and ``nr/lanes`` FMAs per row;
 column panels grouped ``nb`` at a time so a block of B stays in L2 while rows of A stream by.
+With ``pack_at=panel`` each group of panels is packed inside the loop over groups, just before
+the rows of A sweep it (GotoBLAS's B panel in L2), instead of all of B up front: the packed copy
+is then read from L2, not from L3 or memory.
 For GEMV-like shapes a ``stream`` variant reads B once, row by row.
 """
 
@@ -46,6 +49,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         Knob("nb", (1, 2, 4, 8, 16)),
         Knob("order", ("ij", "ji")),
         Knob("pack_b", (True, False)),
+        Knob("pack_at", ("root", "panel")),
         Knob("k_unroll", (1, 2, 4, 8, 16)),
         *common_knobs(),
     ]
@@ -53,6 +57,10 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         Constraint(
             "register_tile_fits",
             lambda c: c["mr"] * c["nr_vectors"] + c["nr_vectors"] + 1 <= regs,
+        ),
+        Constraint(
+            "panel_packing_needs_packed_b_and_column_panels_outside",
+            lambda c: c["pack_at"] == "root" or (c["pack_b"] and c["order"] == "ji"),
         ),
         Constraint(
             "k_unroll_streams_only", lambda c: c["variant"] == "stream" or c["k_unroll"] == 1
@@ -80,6 +88,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         "nb": 4,
         "order": "ji",
         "pack_b": m >= 16,
+        "pack_at": "panel" if 16 <= m < 512 else "root",  # few rows reuse a packed B little
         "k_unroll": 1 if m > 1 else 8,
         "opt_level": "O3",
     }
@@ -114,7 +123,9 @@ def _tile(s, name, i, j, b, lanes, config, target) -> None:
         order = [*range(len(outer)), axis, *rest, ndim]
         packed = s.pack(b_name, cache, axis, nr, order)
         pst = s[packed]
-        if target.num_threads > 1:
+        if config["pack_at"] == "panel":  # pack each group of panels just before it is used
+            s.compute_at(packed, name, jo_o)
+        elif target.num_threads > 1:
             s.parallel(packed, pst.leaves[0].name)
         split_vectorize(s, packed, pst.leaves[-1].name, nr, lanes)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensortune.te as te
+from tensortune.errors import LoweringError
 from tensortune.ir.nodes import Allocate, For, IfThen, Seq, Stmt
 from tensortune.ir.printer import format_stmt
 from tensortune.lower import lower
@@ -267,3 +269,23 @@ def test_shared_stage_matches_numpy(m, n, at_row, block, lanes):
     expected = p[:, :n] + (p[:, 2:] - 1.0)
     kern = compile(Y, _shared_schedule(Y, at_row, block, lanes), Target.detect(num_threads=2))
     np.testing.assert_allclose(kern(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_unroll_limit_of_an_attached_stage_applies_to_its_region():
+    """A split of an attached stage's loop is as long as the region it produces, not the root:
+    unrolling it is fine where the region is small and a lowering error where it is not."""
+    X = te.placeholder((4096,), name="X")
+    sq = te.compute((4096,), lambda i: X[i] * 2.0, name="Sq")
+    out = te.compute((4096,), lambda i: sq[i] + 1.0, name="Out")
+    for block, ok in ((64, True), (4096, False)):
+        s = Schedule(out)
+        io, _ = s.split("Out", "i", block)
+        s.compute_at("Sq", "Out", io)
+        outer, _ = s.split("Sq", "i", 4)
+        s.unroll("Sq", outer)  # 1024 iterations at root; block/4 where it is computed
+        if ok:
+            loops = [x for x in stmts(lower(s, "f").body) if isinstance(x, For)]
+            assert any(x.kind == "unrolled" and x.extent == block // 4 for x in loops)
+        else:
+            with pytest.raises(LoweringError, match="extent 1024 where it is computed"):
+                lower(s, "f")

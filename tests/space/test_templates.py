@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
+from tensortune.pipeline import build_source
 from tensortune.space.registry import design_space
 
 SPECS = [
@@ -56,3 +57,24 @@ def test_gemv_default_unrolls_the_reduction(target) -> None:
 def test_k_unroll_only_applies_to_the_stream_variant(target) -> None:
     ds = design_space(tt.workload("matmul:M=32,N=32,K=32"), target)
     assert not ds.space.is_valid({**ds.default, "variant": "tile", "k_unroll": 4})
+
+
+SUITE_SHAPES = [  # the GEMM-like and row shapes of the standard suite (conv lowers slowly)
+    "matmul:M=1024,N=1024,K=1024",
+    "matmul:M=128,N=3072,K=768",
+    "matmul:M=128,N=768,K=3072",
+    "matmul:M=1,N=4096,K=4096",
+    "batch_matmul:B=12,M=128,N=128,K=64",
+    "softmax:rows=1536,cols=128",
+]
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("spec", SUITE_SHAPES)
+def test_default_and_sampled_configs_of_real_shapes_lower(spec: str, isa: str) -> None:
+    """What the tuner will try on real shapes must lower, whatever the vector width: a config
+    that fails to schedule is a trial wasted and, as the default, a wrong fallback."""
+    target = tt.Target.cross(isa, num_threads=2)
+    ds = design_space(tt.workload(spec), target)
+    for config in [ds.default, *ds.space.sample(np.random.default_rng(1), 12)]:
+        build_source(ds.schedule(config), "kernel", target)
