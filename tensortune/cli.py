@@ -280,6 +280,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .database import open_database
     from .search.registry import STRATEGIES
     from .tuning import tune
+    from .tuning.loop import CONFIRM
     from .workload import workload
 
     wl = workload(args.spec)  # SpecError before anything starts
@@ -290,7 +291,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target = _target(args.threads)
     location = _db_location(args.db)
     with open_database(location) as database:  # an unreadable database fails here, cleanly
-        already = len(database.records(wl.name, str(target)))
+        already = sum(r.strategy != CONFIRM for r in database.records(wl.name, str(target)))
 
     # Progress: on stderr with --json (stdout is for the result), else on stdout; only on a TTY.
     console = _console(stderr=args.json)
@@ -625,9 +626,12 @@ def _curve_png(name: str, target: str, recs, flops: float | None) -> str:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from .tuning.loop import CONFIRM
+
     runs: dict[tuple[str, str], list] = {}
     for rec in recs:
-        runs.setdefault((rec.strategy, rec.run_id), []).append(rec)
+        if rec.strategy != CONFIRM:  # re-measurements of the winners are not trials
+            runs.setdefault((rec.strategy, rec.run_id), []).append(rec)
 
     fig = Figure(figsize=(8, 4.2), dpi=100)
     FigureCanvasAgg(fig)

@@ -75,15 +75,17 @@ class Database(ABC):
     def top_k(
         self, workload: str, target: str, k: int = 1, *, version: str | None = None
     ) -> list[TuningRecord]:
-        """The k fastest distinct successful configs, each by its fastest measurement.
+        """The k fastest distinct successful configs, each by its median measurement.
 
+        A config measured several times is represented by its median record (the faster of the
+        middle two for an even count), so one lucky moment of a noisy machine does not rank it.
         Ordered by (seconds, config_key), so ties are broken deterministically.
         """
 
     def best(
         self, workload: str, target: str, *, version: str | None = None
     ) -> TuningRecord | None:
-        """The fastest successful record, or None if nothing succeeded yet."""
+        """The median record of the fastest config (see `top_k`), or None if nothing succeeded."""
         top = self.top_k(workload, target, 1, version=version)
         return top[0] if top else None
 

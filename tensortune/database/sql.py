@@ -16,6 +16,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -341,16 +342,24 @@ class SQLDatabase(Database):
         stmt = (
             self._select(workload=workload, target=target, version=version)
             .where(c.error.is_(None), c.seconds.is_not(None))
-            .order_by(c.seconds, c.config_key, c.id)
+            .order_by(c.config_key, c.seconds, c.id)
         )
-        best: dict[str, TuningRecord] = {}
+        by_config: dict[str, list[Any]] = {}
         with self._transaction("top_k") as conn, conn.execute(stmt) as result:
             for row in result:
-                if row.config_key not in best:
-                    best[row.config_key] = _from_row(row)
-                    if len(best) == k:
-                        break
-        return list(best.values())
+                by_config.setdefault(row.config_key, []).append(row)
+        ranked = sorted(
+            (
+                (rows[(len(rows) - 1) // 2], min(rows, key=lambda row: row.id))
+                for rows in by_config.values()
+            ),
+            key=lambda pair: (pair[0].seconds, pair[0].config_key),
+        )
+        # the median's time, the first measurement's story (who found it, when)
+        return [
+            replace(_from_row(first), seconds=median.seconds, spread=_from_row(median).spread)
+            for median, first in ranked[:k]
+        ]
 
     def workloads(self, target: str | None = None) -> list[str]:
         c = records_table.c

@@ -12,6 +12,7 @@ import os
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,11 @@ from ..workload import workload as parse_workload
 from .result import TuneResult
 
 Progress = Callable[["TuneState"], None]
+
+CONFIRM = "confirm"
+"""Strategy of the re-measurements that pick the winner; they are not trials."""
+CONFIRM_TOP = 4
+CONFIRM_ROUNDS = 2
 
 
 @dataclass
@@ -89,8 +95,9 @@ class _Session:
             st.since_best += 1
         st.elapsed = time.perf_counter() - self.start
 
-    def commit(self, config: dict, trace: list, res: MeasureResult) -> None:
-        self.count(res.seconds, res.error_kind)
+    def commit(self, config: dict, trace: list, res: MeasureResult, confirm: bool = False) -> None:
+        if not confirm:
+            self.count(res.seconds, res.error_kind)
         self.database.commit_record(
             record_of(
                 self.wl.name,
@@ -98,7 +105,7 @@ class _Session:
                 config,
                 trace,
                 res,
-                strategy=self.strategy,
+                strategy=CONFIRM if confirm else self.strategy,
                 trial=self.state.trials_done,
                 tuning_seconds=self.state.elapsed,
                 run_id=self.run_id,
@@ -149,7 +156,11 @@ def tune(
     database = open_database(db)
     state = TuneState(wl.name, 0, trials, None, None, 0, 0.0)
     session = _Session(wl, str(target), strategy, database, state)
-    previous = [r for r in database.records(wl.name, str(target)) if ds.space.is_valid(r.config)]
+    previous = [
+        r
+        for r in database.records(wl.name, str(target))
+        if r.strategy != CONFIRM and ds.space.is_valid(r.config)
+    ]
     if previous:  # resume: the strategy never proposes these again, and they count
         search.tell([r.config for r in previous], [_cost(r.seconds) for r in previous])
         for r in previous:
@@ -177,6 +188,7 @@ def tune(
 
             measure_configs(ds, configs, target, runner, inputs, reference, measured)
             search.tell(configs, costs)
+        _confirm(session, ds, target, runner, inputs, reference)
     best_rec = database.best(wl.name, str(target))
     if database is not db:  # a Database the caller passed in stays open for the caller
         database.close()
@@ -191,6 +203,26 @@ def tune(
         tuning_seconds=time.perf_counter() - session.start,
         errors_by_kind=dict(state.errors_by_kind),
     )
+
+
+def _confirm(session: _Session, ds: DesignSpace, target: Target, runner: Runner, *data) -> None:
+    """Re-measure the fastest few configs, taking turns, until each has 1 + CONFIRM_ROUNDS
+    measurements. The database ranks a config by its median measurement, so the winner is
+    the config that is fast, not the one timed at the shared machine's luckiest moment."""
+    db, wl, key = session.database, session.wl.name, session.target_key
+    top = db.top_k(wl, key, CONFIRM_TOP)
+    for round_ in range(CONFIRM_ROUNDS):
+        times = Counter(r.config_key for r in db.records(wl, key) if r.ok)
+        todo = [r.config for r in top if times[r.config_key] < round_ + 2]
+        if todo:
+            measure_configs(
+                ds,
+                todo,
+                target,
+                runner,
+                *data,
+                lambda i, trace, res, todo=todo: session.commit(todo[i], trace, res, confirm=True),
+            )
 
 
 def measure_configs(

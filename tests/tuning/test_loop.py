@@ -26,6 +26,7 @@ from tensortune.database import open_database
 from tensortune.errors import SpecError, StrategyError, TensorTuneError
 from tensortune.space import Knob, SearchSpace
 from tensortune.space.template import DesignSpace
+from tensortune.tuning.loop import CONFIRM
 
 SPEC = "matmul:M=8,N=16,K=8"
 SPEC_16 = "matmul:M=16,N=16,K=16"
@@ -128,6 +129,8 @@ def test_hostile_candidates_are_recorded_by_kind(hostile_space, tmp_path):
 
     with open_database(db) as database:
         records = database.records()
+    confirmations = [r for r in records if r.strategy == CONFIRM]
+    records = [r for r in records if r.strategy != CONFIRM]
     by_kind = {r.config["kind"]: r for r in records}
     assert sorted(by_kind) == sorted(EXPECTED_ERROR), "every candidate is recorded once"
     for kind, expected in EXPECTED_ERROR.items():
@@ -145,17 +148,26 @@ def test_hostile_candidates_are_recorded_by_kind(hostile_space, tmp_path):
     assert result.errors == 4
     assert result.errors_by_kind == {"crash": 1, "timeout": 1, "wrong_result": 1, "compile": 1}
     assert result.best_config["kind"] in ("good", "good_o2")
-    assert result.best_seconds == min(by_kind[k].seconds for k in ("good", "good_o2"))
+    # the two that ran were each re-measured twice; the winner is ranked by its median
+    assert sorted(r.config["kind"] for r in confirmations) == ["good", "good", "good_o2", "good_o2"]
+    medians = {
+        kind: sorted(
+            r.seconds for r in [by_kind[kind], *confirmations] if r.config["kind"] == kind
+        )[1]
+        for kind in ("good", "good_o2")
+    }
+    assert result.best_seconds == min(medians.values())
     assert result.gflops == pytest.approx(2 * M * N * K / result.best_seconds / 1e9)
     assert states and states[-1].trials_done == 6 and states[-1].errors == 4
 
-    # A rerun with the same budget measures nothing new and reports the same totals.
+    # A rerun with the same budget measures nothing new (the winners are confirmed already)
+    # and reports the same totals.
     again = tt.tune(SPEC, trials=6, strategy="grid", db=db, timeout=2.0, seed=0)
     assert (again.trials, again.errors) == (6, 4)
     assert again.errors_by_kind == result.errors_by_kind
     assert again.best_config == result.best_config
     with open_database(db) as database:
-        assert len(database.records()) == 6
+        assert len(database.records()) == 6 + 4
 
 
 def _count_records(db: Path) -> int:
@@ -204,7 +216,7 @@ def test_sigkill_keeps_committed_records_and_rerun_resumes(tmp_path):
     assert result.trials == trials
 
     with open_database(db) as database:
-        after = database.records()
+        after = [r for r in database.records() if r.strategy != CONFIRM]
     assert len(after) == trials
     keys = [r.config_key for r in after]
     assert len(set(keys)) == len(keys), "a rerun never re-measures a recorded config"
