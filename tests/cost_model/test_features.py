@@ -52,7 +52,8 @@ def test_register_tile_shows_in_accumulators_and_reuse(gemm: DesignSpace) -> Non
 
 
 def test_configs_that_lower_differently_differ(gemm: DesignSpace) -> None:
-    packed, unpacked = tile(gemm, pack_b=True), tile(gemm, pack_b=False)
+    packed = tile(gemm, pack_b=True, pack_at="root")
+    unpacked = tile(gemm, pack_b=False, pack_at="root")
     x = LoopNestFeatures(gemm)([packed, unpacked])[:, : len(LOOP_FEATURES)]
     assert x[0, column("log_temp_bytes")] > x[1, column("log_temp_bytes")]
     assert not np.array_equal(x[0], x[1])
