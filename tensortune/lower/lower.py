@@ -3,7 +3,9 @@
 Each stage at root gets its own nest; a stage computed at a consumer's loop is emitted at the top of
 that loop's body over the region bound inference finds, into a buffer of that region's size. Inlined
 stages are substituted into their readers. Non-divisible splits become guards placed just inside
-the innermost loop they depend on, so the fast path of a tile carries no test.
+the innermost loop they depend on, so the fast path of a tile carries no test; guards that only a
+register tile's unrolled or vector loops vary are also checked once outside the reduction loop
+(unswitching), so only the tiles at a ragged edge run the guarded reduction.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..schedule.schedule import MAX_UNROLL, Schedule
 from ..schedule.stage import Fuse, Loop, Stage
 from ..te.expr import (
     Binary,
+    Compare,
     Const,
     Expr,
     Reduce,
@@ -182,24 +185,38 @@ class _Lowering:
     def nest(self, st, loops, ext, main, init, guards, producers) -> Stmt:
         depth = {id(g): _depth(g, loops) for g in guards}
         first_reduce = next((d for d, lp in enumerate(loops) if lp.kind == "reduce"), None)
+        hoisted = _hoistable(st, loops, ext, guards, first_reduce)
+        fast = [g for g in guards if id(g) not in hoisted]
         body: Stmt = main
+        fast_body: Stmt = main
         for d in range(len(loops) - 1, -1, -1):
-            body = _wrap_guards(body, [g for g in guards if depth[id(g)] == d])
-            for alloc_buf, stmt in reversed(producers.get(loops[d].name, [])):
-                body = Allocate(alloc_buf, seq([stmt, body]))
-            lp = loops[d]
-            kind = _KIND[st.annotations.get(lp.name)]
-            if kind == "unrolled" and ext[lp.name] > MAX_UNROLL:
-                raise LoweringError(
-                    f"stage '{st.name}': unrolled loop '{lp.name}' has extent {ext[lp.name]} "
-                    f"where it is computed, more than {MAX_UNROLL}; split it first"
-                )
-            body = For(lp.var, ext[lp.name], kind, body)
-            if d == first_reduce and init is not None:
-                body = seq([self.init_nest(st, loops[d:], ext, init, guards), body])
+            at = (st, loops, ext, d, first_reduce, init, depth, producers)
+            body = self.level(body, guards, *at)
+            if hoisted and d >= first_reduce:
+                fast_body = self.level(fast_body, fast, *at)
+            if hoisted and d == first_reduce:  # unswitch: the tiles away from the edge skip guards
+                cond = _conjunction(list(hoisted.values()))
+                body = seq([IfThen(cond, fast_body), IfThen(~cond, body)])
         body = _wrap_guards(body, [g for g in guards if depth[id(g)] < 0])
         if first_reduce is None and init is not None:
             body = seq([init, body])
+        return body
+
+    def level(self, body, guards, st, loops, ext, d, first_reduce, init, depth, producers) -> Stmt:
+        """Loop ``d`` of the nest around ``body``: its guards, attached producers, reset."""
+        body = _wrap_guards(body, [g for g in guards if depth[id(g)] == d])
+        for alloc_buf, stmt in reversed(producers.get(loops[d].name, [])):
+            body = Allocate(alloc_buf, seq([stmt, body]))
+        lp = loops[d]
+        kind = _KIND[st.annotations.get(lp.name)]
+        if kind == "unrolled" and ext[lp.name] > MAX_UNROLL:
+            raise LoweringError(
+                f"stage '{st.name}': unrolled loop '{lp.name}' has extent {ext[lp.name]} "
+                f"where it is computed, more than {MAX_UNROLL}; split it first"
+            )
+        body = For(lp.var, ext[lp.name], kind, body)
+        if d == first_reduce and init is not None:
+            body = seq([self.init_nest(st, loops[d:], ext, init, guards), body])
         return body
 
     def init_nest(self, st, loops, ext, init, guards) -> Stmt:
@@ -270,13 +287,62 @@ def _depth(g: Expr, loops: list[Loop]) -> int:
     return max((d for d, lp in enumerate(loops) if lp.var in used), default=-1)
 
 
+def _conjunction(conds: list[Expr]) -> Expr:
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = cond & c
+    return cond
+
+
 def _wrap_guards(body: Stmt, guards: list[Expr]) -> Stmt:
-    if not guards:
-        return body
-    cond = guards[0]
-    for g in guards[1:]:
-        cond = cond & g
-    return IfThen(cond, body)
+    return IfThen(_conjunction(guards), body) if guards else body
+
+
+def _hoistable(st, loops, ext, guards, first_reduce) -> dict[int, Expr]:
+    """Guards inside the reduction that only unrolled or vector loops below it vary, each as
+    the condition that it holds for every iteration of those loops: ``{id(guard): that}``.
+
+    A register tile at a ragged edge is guarded lane by lane inside its reduction loop, and
+    lane access keeps the accumulators out of registers in every tile. With the guards checked
+    once outside the reduction, every tile but the edge ones runs the unguarded loop.
+    """
+    if first_reduce is None:
+        return {}
+    inner = {
+        lp.var: ext[lp.name] - 1
+        for lp in loops[first_reduce:]
+        if lp.kind == "spatial" and st.annotations.get(lp.name) in ("unrolled", "vectorized")
+    }
+    varying_inside = {lp.var for lp in loops[first_reduce:]} - inner.keys()
+    out = {}
+    for g in guards:
+        used = _vars(g)
+        if (
+            used & inner.keys()
+            and not used & varying_inside
+            and isinstance(g, Compare)
+            and g.op == "lt"
+            and _grows_with(g.a, inner.keys())
+            and not _vars(g.b) & inner.keys()
+        ):
+            out[id(g)] = simplify(substitute(g, {v: Const(inner[v]) for v in used & inner.keys()}))
+    return out
+
+
+def _grows_with(e: Expr, vs) -> bool:
+    """Whether ``e`` never decreases as any of the variables ``vs`` grows."""
+    if not _vars(e) & set(vs):
+        return True
+    match e:
+        case Var():
+            return True
+        case Binary("add", a, b):
+            return _grows_with(a, vs) and _grows_with(b, vs)
+        case Binary("mul", a, Const(value=c)) | Binary("mul", Const(value=c), a):
+            return c >= 0 and _grows_with(a, vs)
+        case Binary("floordiv", a, Const(value=c)):
+            return c > 0 and _grows_with(a, vs)
+    return False
 
 
 def _loop_values(st: Stage, ext: dict[str, int]) -> dict[str, Expr]:

@@ -289,3 +289,24 @@ def test_unroll_limit_of_an_attached_stage_applies_to_its_region():
         else:
             with pytest.raises(LoweringError, match="extent 1024 where it is computed"):
                 lower(s, "f")
+
+
+def test_ragged_register_tile_runs_an_unguarded_reduction_away_from_the_edge():
+    """Guards of a ragged register tile that only its unrolled/vector loops vary are checked
+    once outside the reduction: interior tiles get a k loop with no guard in it, edge tiles a
+    guarded one, and both compute the right answer."""
+    import tensortune as tt
+    from tensortune.space.registry import design_space
+
+    target = Target.detect(num_threads=1)
+    wl = tt.workload("matmul:M=10,N=20,K=8")
+    ds = design_space(wl, target)
+    config = {**ds.default, "variant": "tile", "mr": 4, "nr_vectors": 1, "pack_b": False}
+    config["pack_at"] = "root"
+    sch = ds.schedule(config)
+    k_loops = [x for x in stmts(lower(sch, "f").body) if isinstance(x, For) and "k" in x.var.name]
+    guarded = [any(isinstance(x, IfThen) for x in stmts(loop.body)) for loop in k_loops]
+    assert sorted(guarded) == [False, True]
+    inputs = wl.random_inputs(0)
+    got = compile(wl.outputs, sch, target)(*inputs)
+    np.testing.assert_allclose(got, wl.reference(inputs), rtol=1e-5, atol=1e-5)
