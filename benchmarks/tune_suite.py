@@ -65,9 +65,10 @@ TVM_AFTER_512 = {
 
 
 def first_reach(records, flops: float, gflops: float) -> tuple[float, int] | None:
-    """(tuning seconds, trial) at which the best-so-far first reached ``gflops``."""
+    """(tuning seconds, trial) at which the best-so-far first reached ``gflops`` (trials only,
+    not the re-measurements that confirm the winners)."""
     for r in sorted(records, key=lambda r: r.trial):
-        if r.ok and flops / r.seconds / 1e9 >= gflops:
+        if r.ok and r.strategy != "confirm" and flops / r.seconds / 1e9 >= gflops:
             return r.tuning_seconds, r.trial
     return None
 
