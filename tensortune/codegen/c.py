@@ -141,6 +141,8 @@ class CEmitter:
                 if c in self.assumed:
                     self.stmt(body)
                     return
+                if _negated(c) in self.assumed:
+                    return
                 if isinstance(c, Const):
                     if c.value:
                         self.stmt(body)
@@ -252,7 +254,13 @@ class CEmitter:
         inner = {n.var for n in fors} - unrolled.keys()
         found: list[Expr] = []
         for node in _stmts(s.body):
-            if not isinstance(node, IfThen) or not _index_only(node.cond):
+            # the else-half of a tile the lowering unswitched is not a guard: hoisting a test
+            # with its negation would make the fast version unreachable
+            if (
+                not isinstance(node, IfThen)
+                or not _index_only(node.cond)
+                or _negated(node.cond) is not None
+            ):
                 continue
             for c in self._instances(node.cond, unrolled):
                 if (
@@ -733,6 +741,11 @@ def _stmts(s: Stmt):
                 yield from _stmts(x)
         case For(body=body) | IfThen(body=body) | Allocate(body=body):
             yield from _stmts(body)
+
+
+def _negated(e: Expr) -> Expr | None:
+    """``c`` for ``!c``, else None."""
+    return e.args[0] if isinstance(e, Call) and e.func == "not" else None
 
 
 def _index_only(e: Expr) -> bool:

@@ -26,8 +26,8 @@ from ..te.expr import (
     TensorRead,
     Var,
     children,
-    const,
     rebuild,
+    reduce_identity,
     substitute,
     walk,
 )
@@ -177,7 +177,7 @@ class _Lowering:
         if isinstance(body, Reduce):
             acc = TensorRead(buf, store_idx)
             main = Store(buf, store_idx, Binary(_COMBINE[body.combiner], acc, value, buf.dtype))
-            init = Store(buf, store_idx, _identity(body.combiner, buf.dtype))
+            init = Store(buf, store_idx, reduce_identity(body.combiner, buf.dtype))
         else:
             main, init = Store(buf, store_idx, value), None
         return self.nest(st, loops, g.ext, main, init, guards, producers)
@@ -254,16 +254,6 @@ class _Lowering:
 
 
 _COMBINE = {"sum": "add", "max": "max", "min": "min"}
-
-
-def _identity(combiner: str, dtype: str) -> Expr:
-    if combiner == "sum":
-        return const(0, dtype)
-    if dtype == "int32":
-        return Const(-(2**31) if combiner == "max" else 2**31 - 1)
-    if dtype == "bool":  # max is "any" (starts false), min is "all" (starts true)
-        return Const(combiner == "min", "bool")
-    return const(float("-inf") if combiner == "max" else float("inf"), dtype)
 
 
 def _is_zero(e: Expr) -> bool:

@@ -19,7 +19,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ScheduleError
-from ..te.expr import IterVar, Select, TensorRead, Var, children, const, rebuild, substitute, walk
+from ..te.expr import (
+    IterVar,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    children,
+    const,
+    rebuild,
+    reduce_identity,
+    substitute,
+    walk,
+)
 from ..te.tensor import Tensor, compute
 from .stage import Fuse, Loop, Split, Stage
 
@@ -431,19 +443,7 @@ class Schedule:
             raise ScheduleError(
                 "cache_write", None, f"scope must be 'local' or 'register', got {scope!r}"
             )
-        if st.relations or st.annotations or len(st.leaves) != len(st.roots):
-            raise ScheduleError(
-                "cache_write", None, f"apply cache_write to '{st.name}' before other primitives"
-            )
-        if st.attach != ("root",):
-            raise ScheduleError("cache_write", None, f"'{st.name}' is not computed at root")
-        inside = [o.name for o in self.stages if o.attach[:2] == ("at", st.name)]
-        if inside:  # their reads would move to the cache stage
-            raise ScheduleError(
-                "cache_write",
-                None,
-                f"{inside} computed at '{st.name}': apply cache_write before compute_at",
-            )
+        self._check_fresh_stage(st, "cache_write")
         name = f"{st.name}_{scope}"
         self._check_new_name(name, "cache_write")
         cache = _rename_compute(st, name)
@@ -455,6 +455,90 @@ class Schedule:
         st.leaves = list(st.roots)
         self.stages.insert(self.stages.index(st), new)
         return name
+
+    @_traced
+    def rfactor(self, stage: str, axis: str, factor: int, scope: str = "local") -> str:
+        """Block the reduction over ``axis``: ``<stage>_rf`` reduces each block of ``factor``
+        steps, the stage reduces the blocks (GotoBLAS's K blocking, TVM's rfactor).
+
+            C[i, j] = sum_k A[i, k] * B[k, j]
+        ->  C_rf[k_o, i, j] = sum_{k_i < factor} A[i, k_o*factor + k_i] * B[k_o*factor + k_i, j]
+            C[i, j] = sum_{k_o} C_rf[k_o, i, j]
+
+        Computing ``C_rf`` at a loop of ``C`` inside ``k_o`` keeps one block's partial sums in a
+        tile while the slices of A and B that block reads stay in cache. Use before other
+        transforms of the stage; ``scope`` is that of ``C_rf`` (``register``: named variables).
+        """
+        st = self.stage(stage, "rfactor")
+        if scope not in ("local", "register"):
+            raise ScheduleError(
+                "rfactor", axis, f"scope must be 'local' or 'register', got {scope!r}"
+            )
+        self._check_fresh_stage(st, "rfactor")
+        red = next((a for a in st.reduce_axes if a.name == axis), None)
+        if red is None:
+            names = [a.name for a in st.reduce_axes] or "none"
+            raise ScheduleError(
+                "rfactor", axis, f"not a reduce axis of '{st.name}'; its reduce axes: {names}"
+            )
+        if not isinstance(factor, int) or isinstance(factor, bool) or not 0 < factor < red.extent:
+            raise ScheduleError(
+                "rfactor", axis, f"factor must be an int in 1..{red.extent - 1}, got {factor!r}"
+            )
+        name = f"{st.name}_rf"
+        self._check_new_name(name, "rfactor")
+        blocks = -(-red.extent // factor)
+        k_o = IterVar(Var(f"{axis}_o"), blocks)
+        k_i = IterVar(Var(f"{axis}_i"), factor, "reduce")
+        axes = (k_o, *(IterVar(Var(a.name), a.extent) for a in st.axes))
+        k = k_o.var * factor + k_i.var
+        mapping = {a.var: b.var for a, b in zip(st.axes, axes[1:], strict=True)} | {red.var: k}
+        body = st.body
+        source = substitute(body.source, mapping)
+        if red.extent % factor:  # the last block is short: its missing steps add the identity
+            source = Select(
+                k < red.extent, source, reduce_identity(body.combiner, body.dtype), body.dtype
+            )
+        others = tuple(a for a in st.reduce_axes if a is not red)
+        rf = Tensor(
+            name,
+            (blocks, *st.tensor.shape),
+            st.tensor.dtype,
+            axes,
+            Reduce(body.combiner, source, (k_i, *others), body.dtype),
+            st.tensor.tag,
+            st.tensor.attrs,
+        )
+        new = Stage.from_tensor(rf, False)
+        new.scope = scope
+        outer = IterVar(Var(f"{axis}_o"), blocks, "reduce")
+        st.body = Reduce(
+            body.combiner, rf[(outer.var, *(a.var for a in st.axes))], (outer,), body.dtype
+        )
+        st.reduce_axes = (outer,)
+        st.roots = (
+            *(r for r in st.roots if r.kind == "spatial"),
+            Loop(outer.name, "reduce", outer.var),
+        )
+        st.leaves = list(st.roots)
+        self.stages.insert(self.stages.index(st), new)
+        return name
+
+    def _check_fresh_stage(self, st: Stage, primitive: str) -> None:
+        """A stage about to be split in two: untransformed, at root, nothing computed inside."""
+        if st.relations or st.annotations or len(st.leaves) != len(st.roots):
+            raise ScheduleError(
+                primitive, None, f"apply {primitive} to '{st.name}' before other primitives"
+            )
+        if st.attach != ("root",):
+            raise ScheduleError(primitive, None, f"'{st.name}' is not computed at root")
+        inside = [o.name for o in self.stages if o.attach[:2] == ("at", st.name)]
+        if inside:  # their reads would move to the new stage
+            raise ScheduleError(
+                primitive,
+                None,
+                f"{inside} computed at '{st.name}': apply {primitive} before compute_at",
+            )
 
     @_traced
     def pack(

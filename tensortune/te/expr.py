@@ -215,6 +215,17 @@ class Reduce(Expr):
     dtype: str
 
 
+def reduce_identity(combiner: str, dtype: str) -> Const:
+    """The value a reduction starts from: adding it changes nothing."""
+    if combiner == "sum":
+        return const(0, dtype)
+    if dtype == "int32":
+        return Const(-(2**31) if combiner == "max" else 2**31 - 1, "int32")
+    if dtype == "bool":  # max is "any" (starts false), min is "all" (starts true)
+        return Const(combiner == "min", "bool")
+    return const(float("-inf") if combiner == "max" else float("inf"), dtype)
+
+
 def const(value: int | float | bool, dtype: str | None = None) -> Const:
     if dtype is None:
         dtype = (

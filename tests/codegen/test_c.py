@@ -353,3 +353,17 @@ def test_boolean_max_and_min_reductions_are_any_and_all(target):
     got_any, got_all = kern(x)
     np.testing.assert_array_equal(got_any, x.any(1))
     np.testing.assert_array_equal(got_all, x.all(1))
+
+
+def test_unswitched_fast_path_of_a_ragged_register_tile_is_reachable():
+    """A loop around a ragged tile is unswitched on its invariant tail tests; the tile's own
+    edge/interior split (``if (c)`` / ``if (!c)``) must not join them, or the hoisted test reads
+    ``c && !c`` and the interior tiles never take the fast version."""
+    src = c_source(register_tiled(M=10, N=32, K=8, parallel=False))
+    conditions = re.findall(r"^\s*if \((.*)\) \{$", src, flags=re.MULTILINE)
+    hoisted = [c.split(" && ") for c in conditions if " && " in c]
+    assert hoisted, "expected the tile loop to be unswitched on its tail tests"
+    for terms in hoisted:
+        plain = {t.strip("()") for t in terms if not t.lstrip("(").startswith("!")}
+        negated = {t.lstrip("(!").strip("()") for t in terms if t.lstrip("(").startswith("!")}
+        assert not plain & negated, f"contradictory unswitch condition: {' && '.join(terms)}"

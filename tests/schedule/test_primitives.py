@@ -60,6 +60,15 @@ def box_sum(H=11, W=19):
     return Y, (x,), ref
 
 
+def row_max(M=5, N=23):
+    """A max reduction: a short last block must add -inf, not 0."""
+    X = te.placeholder((M, N), name="X")
+    k = te.reduce_axis(N, "k")
+    R = te.compute((M,), lambda i: te.max_reduce(X[i, k] - 2.0, axis=k), name="R")
+    x = rand(M, N)
+    return R, (x,), (x.astype(np.float64) - 2.0).max(axis=1)
+
+
 def chain(M=9, N=24):
     """D = A*B + bias[j] -> E = relu(D) -> F = exp(-E)."""
     A, B = te.placeholder((M, N), name="A"), te.placeholder((M, N), name="B")
@@ -207,6 +216,35 @@ def s_cache_write_intermediate(s):
     s.compute_at("C_local", "C", "i")
 
 
+def s_rfactor_local(s):
+    """K = 9 in blocks of 4: the last block is short."""
+    s.rfactor("C", "k", 4, "local")
+    s.reorder("C", ["k_o", "i", "j"])
+    s.compute_at("C_rf", "C", "j")
+
+
+def s_rfactor_register(s, parallel=True):
+    """GotoBLAS's kc: the block loop outside the tiles, a register tile per block."""
+    s.rfactor("C", "k", 8, "register")
+    io, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
+    s.reorder("C", ["k_o", io, jo, ii, ji])
+    s.compute_at("C_rf", "C", jo)
+    s.reorder("C_rf", ["k_i", "i", "j"])
+    s.unroll("C_rf", "i")
+    s.vectorize("C_rf", "j")
+    s.unroll("C", ii)
+    s.vectorize("C", ji)
+    if parallel:  # a parallel loop inside the serial block loop
+        s.parallel("C", io)
+    s.pack("B", "C_rf", 1, 8, (1, 0, 2))
+
+
+def s_rfactor_box(s):
+    """Block one of two reduce axes; the other stays inside the blocks."""
+    s.rfactor("Y", "s", 2, "local")
+    s.compute_at("Y_rf", "Y", "x")
+
+
 def s_pack(s):
     s.pack("B", "C", 1, 8, (1, 0, 2))  # 20 columns: a zero-filled tail block
 
@@ -258,6 +296,10 @@ CASES = {
     "cache_write_local": (matmul, s_cache_write_local),
     "cache_write_register": (lambda: matmul(16, 32, 8), s_cache_write_register),
     "cache_write_intermediate": (matmul_relu, s_cache_write_intermediate),
+    "rfactor_local": (matmul, s_rfactor_local),
+    "rfactor_register": (lambda: matmul(16, 32, 40), s_rfactor_register),
+    "rfactor_box": (box_sum, s_rfactor_box),
+    "rfactor_max": (row_max, lambda s: s.rfactor("R", "k", 5, "local")),
     "pack": (matmul, s_pack),
     "pack_transpose": (matmul, s_pack_transpose),
     "cache_read": (matmul, s_cache_read),
@@ -426,6 +468,27 @@ ILLEGAL = [
         "before other primitives",
     ),
     (matmul, lambda s: s.cache_write("C", "shared"), "cache_write", None, "scope"),
+    (matmul, lambda s: s.rfactor("C", "i", 4), "rfactor", "i", "not a reduce axis"),
+    (matmul, lambda s: s.rfactor("C", "k", 9), "rfactor", "k", "factor must be an int in 1..8"),
+    (matmul, lambda s: s.rfactor("C", "k", 4, "global"), "rfactor", "k", "scope"),
+    (
+        matmul,
+        lambda s: (s.split("C", "i", 4), s.rfactor("C", "k", 4)),
+        "rfactor",
+        None,
+        "before other primitives",
+    ),
+    (
+        matmul,
+        lambda s: (
+            s.rfactor("C", "k", 4),
+            s.reorder("C", ["k_o", "i", "j"]),
+            s.parallel("C", "k_o"),
+        ),
+        "parallel",
+        "k_o",
+        "reduction loop",
+    ),
     (
         scaled_matmul,
         lambda s: (s.compute_at("P", "C", "i"), s.cache_write("C", "local")),
