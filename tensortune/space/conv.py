@@ -182,27 +182,26 @@ def _channels(s: Schedule, name: str, axes, config) -> None:
 def _channel_default(
     channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
 ) -> Config:
-    """The channel tile with the most accumulators that fit, covering the output row evenly."""
+    """The channel tile feeding the most FMAs per load (``vectors*rows`` FMAs per
+    ``vectors + rows`` loads) that fits the registers, preferring tiles that cover the output
+    channels evenly (a ragged channel tile runs guarded). The pad is materialised and the
+    channel loop outermost: on Zen 3 (AVX2) 2x6 tiles ran 1.6x faster than 1x14 ones, and an
+    inlined pad halved the speed of the same tile."""
     options = [
         (cv, pw)
-        for cv in (1, 2, 3)
+        for cv in (1, 2, 3, 4)
         for pw in pixels
         if cv * pw + cv + 1 <= regs and (cv - 1) * lanes < channels and pw <= width
     ]
-    cv, pw = max(
-        options,
-        key=lambda o: (
-            o[0] * o[1] - _waste(width, o[1]) * o[0] - _waste(channels, o[0] * lanes),
-            o[0],
-        ),
-    )
+    even = [o for o in options if channels % (o[0] * lanes) == 0] or options
+    cv, pw = max(even, key=lambda o: (o[0] * o[1] / (o[0] + o[1]), -_waste(width, o[1])))
     return {
         "vector_axis": "channels",
         "rows": pw,
         "vectors": cv,
         "lanes": lanes,
-        "inline_pad": True,  # the padding tests are invariant in the channel loop
-        "reduce_order": "rsc",
+        "inline_pad": False,
+        "reduce_order": "crs",
         "parallel_fuse": True,  # (channel blocks x output rows) chunks for the threads
     }
 

@@ -6,6 +6,8 @@ column panels grouped ``nb`` at a time so a block of B stays in L2 while rows of
 With ``pack_at=panel`` each group of panels is packed inside the loop over groups, just before
 the rows of A sweep it (GotoBLAS's B panel in L2), instead of all of B up front: the packed copy
 is then read from L2, not from L3 or memory.
+With ``k_block`` the reduction runs a block of k at a time outside the tiles (``rfactor``), so
+the A rows and B panel one block reads stay in L1/L2, as GotoBLAS's kc.
 For GEMV-like shapes a ``stream`` variant reads B once, row by row.
 """
 
@@ -42,6 +44,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
     i_name, j_name = spatial[-2], spatial[-1]
     m, n = main.root_extents[i_name], main.root_extents[j_name]
     b_name, b_axis = column_operand(main, j_name)
+    k_name, k = main.reduce_axes[0].name, main.reduce_axes[0].extent
     knobs = [
         Knob("variant", ("tile", "stream")),
         Knob("mr", tuple(x for x in (1, 2, 3, 4, 5, 6, 8, 10, 12) if x <= max(m, 1))),
@@ -51,6 +54,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         Knob("pack_b", (True, False)),
         Knob("pack_at", ("root", "panel")),
         Knob("k_unroll", (1, 2, 4, 8, 16)),
+        Knob("k_block", (0, 256, 384, 512)),
         *common_knobs(),
     ]
     constraints = [
@@ -65,6 +69,10 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         Constraint(
             "k_unroll_streams_only", lambda c: c["variant"] == "stream" or c["k_unroll"] == 1
         ),
+        Constraint(
+            "k_block_divides_k_in_tiles",
+            lambda c: c["k_block"] == 0 or (c["variant"] == "tile" and k % c["k_block"] == 0),
+        ),
     ]
 
     def build(config: Config) -> Schedule:
@@ -74,7 +82,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         if config["variant"] == "stream":
             _stream(s, st.name, i_name, j_name, n, lanes, config, target)
         else:
-            _tile(s, st.name, i_name, j_name, (b_name, b_axis), lanes, config, target)
+            _tile(s, st.name, (i_name, j_name, k_name), (b_name, b_axis), lanes, config, target)
         for other in s.stages:
             if other.attach == ("root",) and other.name not in (st.name, f"{b_name}_pack"):
                 schedule_simple(s, other, lanes, target.num_threads > 1)
@@ -85,28 +93,37 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         "variant": "tile" if m > 1 else "stream",
         "mr": max(x for x in knobs[1].choices if x <= 6),
         "nr_vectors": max(x for x in knobs[2].choices if x <= 2),
-        "nb": 4,
+        "nb": 2 if k > 2048 else 4,
         "order": "ji",
         "pack_b": m >= 16,
         "pack_at": "panel" if 16 <= m < 512 else "root",  # few rows reuse a packed B little
         "k_unroll": 1 if m > 1 else 8,
+        # measured on Zen 3: blocking k pays once whole-k A rows and B panels spill L1/L2
+        "k_block": 512 if m > 1 and k > 2048 and k % 512 == 0 else 0,
         "opt_level": "O3",
     }
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
 
 
-def _tile(s, name, i, j, b, lanes, config, target) -> None:
-    (b_name, axis), mr = b, config["mr"]
+def _tile(s, name, loops, b, lanes, config, target) -> None:
+    """An ``mr x nr`` register tile accumulating over all of k, or (``k_block``) over one block
+    of k at a time: the block loop then runs outside the tiles and the tiles add into C, so the
+    A rows and the B panel a tile reads stay in L1/L2 (GotoBLAS's kc)."""
+    (i, j, k), (b_name, axis), mr = loops, b, config["mr"]
     nr = config["nr_vectors"] * lanes
-    cache = s.cache_write(name, "register")
+    if config["k_block"]:
+        cache = s.rfactor(name, k, config["k_block"], "register")
+    else:
+        cache = s.cache_write(name, "register")
     st = s[name]
-    outer = [lp.name for lp in st.leaves[:-2]]  # batch axes, if any
+    outer = [lp.name for lp in st.leaves if lp.kind == "spatial"][:-2]  # batch axes, if any
+    blocks = [lp.name for lp in st.leaves if lp.kind == "reduce"]  # k_o, with k_block
     io, jo, ii, ji = s.tile(name, i, j, mr, nr)
     jo_o, jo_i = s.split(name, jo, config["nb"])
     if config["order"] == "ji":
-        s.reorder(name, [*outer, jo_o, io, jo_i, ii, ji])
+        s.reorder(name, [*outer, *blocks, jo_o, io, jo_i, ii, ji])
     else:
-        s.reorder(name, [*outer, io, jo_o, jo_i, ii, ji])
+        s.reorder(name, [*outer, *blocks, io, jo_o, jo_i, ii, ji])
     s.compute_at(cache, name, jo_i)
     k_loops = [lp.name for lp in s[cache].leaves if lp.kind == "reduce"]
     s.reorder(cache, [*k_loops, i, j])
@@ -114,9 +131,9 @@ def _tile(s, name, i, j, b, lanes, config, target) -> None:
     vector_columns(s, cache, j, nr, lanes)
     s.unroll(name, ii)
     vector_columns(s, name, ji, nr, lanes)
-    first = s[name].leaves[0].name
+    spatial = [lp.name for lp in s[name].leaves if lp.kind == "spatial"]
     if target.num_threads > 1 and len(s[name].leaves) > 1:
-        s.parallel(name, first)
+        s.parallel(name, spatial[0])
     if config["pack_b"]:
         ndim = next(t.ndim for t in s.inputs if t.name == b_name)
         rest = [d for d in range(len(outer), ndim) if d != axis]

@@ -60,7 +60,7 @@ def test_register_tiles_that_do_not_fit_are_rejected(avx512_target) -> None:
     assert ds.space.is_valid({**base, "vectors": 2, "rows": 14, "pixel_rows": 1})
     assert not ds.space.is_valid({**base, "vectors": 2, "rows": 14, "pixel_rows": 2})
     assert not ds.space.is_valid({**base, "vectors": 3, "rows": 10})
-    assert not ds.space.is_valid({**base, "vectors": 4, "lanes": 16})  # 64 channels, 4 vectors
+    assert not ds.space.is_valid({**base, "vectors": 4, "lanes": 16, "rows": 14})
     assert not ds.space.is_valid({**base, "vector_axis": "columns", "pixel_rows": 2})
 
 

@@ -59,6 +59,30 @@ def test_k_unroll_only_applies_to_the_stream_variant(target) -> None:
     assert not ds.space.is_valid({**ds.default, "variant": "tile", "k_unroll": 4})
 
 
+@pytest.mark.parametrize(
+    ("spec", "k_block"),
+    [("matmul:M=19,N=45,K=768", 384), ("batch_matmul:B=2,M=7,N=20,K=512", 256)],
+)
+@pytest.mark.parametrize("pack_at", ["root", "panel"])
+def test_k_blocked_gemm_matches_numpy(spec: str, k_block: int, pack_at: str, target) -> None:
+    """Blocks of k outside ragged tiles (rfactor): every block adds into the output."""
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    config = {**ds.default, "variant": "tile", "k_block": k_block, "pack_b": True}
+    config |= {"pack_at": pack_at, "order": "ji", "mr": 5, "nb": 2}
+    sch = ds.schedule(config)
+    assert any(step["primitive"] == "rfactor" for step in sch.trace)
+    inputs = wl.random_inputs(0)
+    got = tt.compile(wl, schedule=sch, target=target)(*inputs)
+    np.testing.assert_allclose(got, wl.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_k_block_is_only_offered_when_it_divides_k(target) -> None:
+    ds = design_space(tt.workload("matmul:M=32,N=32,K=768"), target)
+    assert ds.space.is_valid({**ds.default, "k_block": 384})
+    assert not ds.space.is_valid({**ds.default, "k_block": 512})
+
+
 SUITE_SHAPES = [  # the GEMM-like and row shapes of the standard suite (conv lowers slowly)
     "matmul:M=1024,N=1024,K=1024",
     "matmul:M=128,N=3072,K=768",
