@@ -103,6 +103,7 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=None, help="per workload")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=10, help="turns each contender gets")
     args = ap.parse_args()
     common.limit_threads(args.threads)
     target = tt.Target.detect(num_threads=args.threads)
@@ -137,7 +138,7 @@ def main() -> None:
         for name, fn in peers.items():
             common.check(f"{spec} [{name}]", _array(fn()), out, rtol=1e-3)
             contenders.append(common.Contender(name, fn))
-        best = common.measure(contenders, repeat=args.repeat)
+        best = common.measure(contenders, repeat=args.repeat, rounds=args.rounds)
         line = common.row(spec, best["ours"], {p: best.get(p) for p in peer_names}, wl.flops)
         line += f"  {res.tuning_seconds:6.0f}s/{res.trials}"
         bytes_moved = sum(a.nbytes for a in (*inputs, out))

@@ -198,15 +198,20 @@ def s_cache_write_local(s):
 
 
 def s_cache_write_register(s, parallel=False):
-    s.cache_write("C", "register")
+    register_tile(s, s.cache_write("C", "register"), ["k"], parallel)
+
+
+def register_tile(s, tile: str, k_loops: list[str], parallel: bool, blocks=()) -> None:
+    """A 4x8 tile of C accumulated in registers by stage ``tile``, inside ``blocks`` of C."""
     io, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
-    s.compute_at("C_register", "C", jo)
-    s.reorder("C_register", ["k", "i", "j"])
-    s.unroll("C_register", "i")
-    s.vectorize("C_register", "j")
+    s.reorder("C", [*blocks, io, jo, ii, ji])
+    s.compute_at(tile, "C", jo)
+    s.reorder(tile, [*k_loops, "i", "j"])
+    s.unroll(tile, "i")
+    s.vectorize(tile, "j")
     s.unroll("C", ii)
     s.vectorize("C", ji)
-    if parallel:
+    if parallel:  # with blocks: a parallel loop inside the serial block loop
         s.parallel("C", io)
 
 
@@ -223,19 +228,9 @@ def s_rfactor_local(s):
     s.compute_at("C_rf", "C", "j")
 
 
-def s_rfactor_register(s, parallel=True):
+def s_rfactor_register(s):
     """GotoBLAS's kc: the block loop outside the tiles, a register tile per block."""
-    s.rfactor("C", "k", 8, "register")
-    io, jo, ii, ji = s.tile("C", "i", "j", 4, 8)
-    s.reorder("C", ["k_o", io, jo, ii, ji])
-    s.compute_at("C_rf", "C", jo)
-    s.reorder("C_rf", ["k_i", "i", "j"])
-    s.unroll("C_rf", "i")
-    s.vectorize("C_rf", "j")
-    s.unroll("C", ii)
-    s.vectorize("C", ji)
-    if parallel:  # a parallel loop inside the serial block loop
-        s.parallel("C", io)
+    register_tile(s, s.rfactor("C", "k", 8, "register"), ["k_i"], True, blocks=["k_o"])
     s.pack("B", "C_rf", 1, 8, (1, 0, 2))
 
 
