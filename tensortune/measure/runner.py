@@ -10,22 +10,15 @@ Candidates are timed strictly one at a time: inside a `run` call by construction
 processes by an exclusive lock file in the cache directory, so two tuners on one machine do
 not disturb each other's timings.
 
-Threading environment of the worker: ``OMP_NUM_THREADS`` is the target's thread count,
-``OMP_WAIT_POLICY`` defaults to ``passive`` (idle OpenMP threads sleep instead of spinning),
-and every other OMP_*/GOMP_*/KMP_* variable, or a policy the user set, passes through.
-Measured on the 2-core Zen 4 VM (parallel 256^3 matmul / 16K-element / 1M-element vector op):
-
-* quiet machine: spinning (``active`` + ``GOMP_SPINCOUNT``) 0.52-0.62 ms / 1.9 us / 85 us,
-  ``passive`` 0.97-1.3 ms / 10-12 us / 190 us: a sleeping team costs ~10 us per fork/join;
-  libgomp's own default (policy unset) behaved like ``passive``;
-* other processes on the cores: ``passive`` 2.1 ms / 21 us / 480 us, while spinning threads
-  fought the descheduled peer they waited for: 15 ms / 15 ms / 15 ms and timeouts.
-
-So ``passive`` is the robust choice: it never turns contention into 1000x outliers, it
-matches what a kernel costs when called with the default environment, and the extra
-fork/join cost steers the search towards coarse-grained parallel regions, which are good
-under any policy. Deployments with a spinning runtime can export ``OMP_WAIT_POLICY=active``
-before tuning. BLAS pools in the worker get one thread (NumPy only compares results).
+Threading environment of the worker: ``OMP_NUM_THREADS`` is the target's thread count, BLAS
+pools get one thread (NumPy only compares results), and every OMP_*/GOMP_*/KMP_* variable the
+user set passes through unchanged: a kernel is timed under the OpenMP runtime settings it will
+be called with, since the cost of waking the team for each parallel region is part of its cost.
+Forcing ``OMP_WAIT_POLICY=passive`` (threads sleep at once) looked neutral on a Zen 4 VM but on a
+Zen 3 VM, where waking a sleeping vCPU is slow, it timed a conv with three parallel regions
+(pad, weight pack, conv) at 103-106 GFLOP/s against 138-153 under libgomp's default (spin
+briefly, then sleep), misranked the candidates and steered the search to single-threaded
+kernels for small ops. Deployments that pin a policy should export it before tuning.
 """
 
 from __future__ import annotations
@@ -362,7 +355,6 @@ def _save(array: np.ndarray, tmp: Path, saved: _Saved) -> str:
 def _worker_env(target: Target) -> dict[str, str]:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(target.num_threads)
-    env.setdefault("OMP_WAIT_POLICY", "passive")
     for blas in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[blas] = "1"
     return env
