@@ -55,6 +55,9 @@ def _torch(wl, inputs, params, threads):
             groups=params.get("groups", 1),
         )
         return _nograd(lambda: F.conv2d(t[0], t[1], **kw))
+    if op == "maxpool2d" and params.get("layout", "NCHW") == "NCHW":
+        window, stride, pad = (params["R"], params["S"]), params["stride"], params["pad"]
+        return _nograd(lambda: F.max_pool2d(t[0], window, stride, pad))
     if op == "softmax":
         return _nograd(lambda: torch.softmax(t[0], dim=-1))
     if op == "layernorm":
@@ -90,6 +93,13 @@ def _onnxruntime(wl, inputs, params, threads):
         s, p, d = params.get("stride", 1), params.get("pad", 0), params.get("dilation", 1)
         attrs = dict(
             strides=[s, s], pads=[p, p, p, p], dilations=[d, d], group=params.get("groups", 1)
+        )
+    elif op == "maxpool2d" and params.get("layout", "NCHW") == "NCHW":
+        node_op, p = "MaxPool", params["pad"]
+        attrs = dict(
+            kernel_shape=[params["R"], params["S"]],
+            strides=[params["stride"]] * 2,
+            pads=[p, p, p, p],
         )
     elif op == "softmax":
         node_op, attrs = "Softmax", {"axis": -1}

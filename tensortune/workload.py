@@ -244,8 +244,9 @@ def _maxpool2d(p: dict) -> Built:
     if p["pad"] >= min(p["R"], p["S"]):
         raise _Bad(f"pad={p['pad']} must be smaller than the window R={p['R']}, S={p['S']}")
     _check_output_size(p)
-    x = te.placeholder((p["N"], p["C"], p["H"], p["W"]), name="X")
-    out = ops.max_pool2d(x, (p["R"], p["S"]), p["stride"], p["pad"])
+    n, c, h, w = p["N"], p["C"], p["H"], p["W"]
+    x = te.placeholder((n, c, h, w) if p["layout"] == "NCHW" else (n, h, w, c), name="X")
+    out = ops.max_pool2d(x, (p["R"], p["S"]), p["stride"], p["pad"], p["layout"])
     return (x,), (out,), float(math.prod(out.shape) * p["R"] * p["S"])
 
 
@@ -293,7 +294,11 @@ _OPS = {
             alias_of="conv2d",
             resolve=_depthwise,
         ),
-        _Op("maxpool2d", (_BATCH, *_ints("C", "H", "W", "R", "S"), _STRIDE, _PAD), _maxpool2d),
+        _Op(
+            "maxpool2d",
+            (_BATCH, *_ints("C", "H", "W", "R", "S"), _STRIDE, _PAD, _LAYOUT),
+            _maxpool2d,
+        ),
         _Op("softmax", _ints("rows", "cols"), _softmax),
         _Op("layernorm", _ints("rows", "cols"), _layernorm),
     )

@@ -64,7 +64,7 @@ def conv_numpy(x, w, stride, pad, groups):
         ),
         (
             "maxpool2d:C=3,H=8,W=8,R=3,S=3,stride=2,pad=1",
-            "maxpool2d:N=1,C=3,H=8,W=8,R=3,S=3,stride=2,pad=1",
+            "maxpool2d:N=1,C=3,H=8,W=8,R=3,S=3,stride=2,pad=1,layout=NCHW",
             [(1, 3, 8, 8)],
             (1, 3, 4, 4),
             3 * 16 * 9,

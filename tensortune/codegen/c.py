@@ -565,6 +565,9 @@ class CEmitter:
                     return regs.name(self.const_offset(base), lanes, stride), "vec"
                 if stride == 1:
                     return f"tt_load_{t}(&{buf.name}[{self.expr(base)}])", "vec"
+                if stride == 2:  # two contiguous loads and a shuffle, not a lane-by-lane gather
+                    self.use_vec(dt, lanes, "load2")
+                    return f"tt_load2_{t}(&{buf.name}[{self.expr(base)}])", "vec"
                 lanes_code = [
                     self.load_flat(buf, self.prepare(substitute(off, {v: Const(k)})))
                     for k in range(lanes)

@@ -116,7 +116,9 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
             f"static inline {t} tt_mod_{t}({t} a, {t} b) {{ {t} r = a % b; "
             "return r + (((r != 0) & ((r ^ b) < 0)) & b); }"
         )
-    funcs = funcs - {"floordiv", "mod"}
+    if "load2" in funcs:
+        out.append(_load2(t, m, s, lanes))
+    funcs = funcs - {"floordiv", "mod", "load2"}
     if dtype == "float32" and funcs & set(VECTOR_MATH):
         out.append(vector_math(t, m, lanes, funcs))
     for f in sorted(funcs - set(VECTOR_MATH) if dtype == "float32" else funcs):
@@ -126,6 +128,23 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
             "return r; }"
         )
     return "\n".join(out)
+
+
+def _load2(t: str, m: str, s: str, lanes: int) -> str:
+    """Lanes ``p[0], p[2], ..., p[2*(lanes-1)]`` (a stride-2 read, as in a stride-2 window) from
+    two overlapping contiguous loads and one two-source shuffle (``vpermt2ps`` on AVX-512). The
+    second load starts at ``p + lanes - 1`` so nothing past the last lane's element is read."""
+    picks = ", ".join(str(2 * k if 2 * k < lanes else 2 * k + 1) for k in range(lanes))
+    return (
+        f"static inline {t} tt_load2_{t}(const {s}* p) {{\n"
+        f"  {t} lo = tt_load_{t}(p), hi = tt_load_{t}(p + {lanes - 1});\n"
+        "#if defined(__clang__)\n"
+        f"  return __builtin_shufflevector(lo, hi, {picks});\n"
+        "#else\n"
+        f"  return __builtin_shuffle(lo, hi, ({m}){{{picks}}});\n"
+        "#endif\n"
+        "}"
+    )
 
 
 # float32 vector math without libm calls: exp by range reduction to [-ln2/2, ln2/2] and a degree-6

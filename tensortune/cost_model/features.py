@@ -41,7 +41,7 @@ LOOP_FEATURES: tuple[str, ...] = (
     "fma_per_load",  # vector ops in the block per distinct non-register load
     "vector_loads",  # distinct contiguous vector loads per block
     "broadcasts",  # distinct loads that do not depend on the vector lane
-    "gathers",  # loads that move with the lane at a non-unit stride
+    "gathers",  # loads that move with the lane at a stride other than 1 or 2
     "guards_in_block",  # guards between the hot serial loop and the store
     "guards_total",
     "log_hot_stride_max",  # log2 bytes between consecutive hot-loop iterations, worst access
@@ -175,9 +175,11 @@ def _site_features(
     for a in memory:
         distinct = math.prod(lp.extent for lp in block if a.depends(lp.var))
         if vec is not None and a.depends(vec.var):
-            unit = vec.var not in a.irregular and abs(a.coeffs.get(vec.var, 0)) == 1
-            vector_loads += distinct // lanes if unit else 0
-            gathers += 0 if unit else 1
+            # unit stride: one load per vector; stride 2: two loads and a shuffle (codegen)
+            step = abs(a.coeffs.get(vec.var, 0)) if vec.var not in a.irregular else 0
+            contiguous = step in (1, 2)
+            vector_loads += step * distinct // lanes if contiguous else 0
+            gathers += 0 if contiguous else 1
         else:
             broadcasts += distinct
     accumulators = 0

@@ -7,6 +7,7 @@ from ..workload import Workload
 from .conv import conv_space
 from .gemm import gemm_space
 from .norm import norm_space
+from .pool import pool_space
 from .template import DesignSpace, generic_space
 
 TEMPLATES = {
@@ -15,6 +16,7 @@ TEMPLATES = {
     "dense": gemm_space,
     "conv2d": conv_space,
     "depthwise_conv2d": conv_space,
+    "maxpool2d": pool_space,
     "softmax": norm_space,
     "layernorm": norm_space,
 }

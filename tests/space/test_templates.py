@@ -25,6 +25,7 @@ SPECS = [
     "conv2d:C=5,H=8,W=10,K=7,R=3,S=3,layout=NHWC",
     "depthwise_conv2d:C=6,H=9,W=11,R=3,S=3,stride=2,pad=1",
     "maxpool2d:C=3,H=9,W=9,R=3,S=3,stride=2,pad=1",
+    "maxpool2d:N=2,C=19,H=7,W=10,R=2,S=2,layout=NHWC",
     "softmax:rows=5,cols=37",
     "layernorm:rows=3,cols=50",
 ]

@@ -1,0 +1,104 @@
+"""Pooling design space (max / average window reductions, NCHW and NHWC).
+
+A pooling output element reduces a small window (``R x S``) and does one operation per input it
+reads, so the kernel is bound by loads and by the latency chain of its accumulator. The register
+tile keeps ``rows x vectors`` independent vector accumulators: ``vectors*lanes`` output columns
+(NCHW) or channels (NHWC) wide and ``rows`` deep along the chosen ``row_axis``, with the window
+loops outside the tile, so every window step issues ``rows*vectors`` independent max/add ops.
+With NHWC the vectors run along the channels and every load is contiguous whatever the stride;
+with NCHW they run along the output columns, and a strided window reads its input as a gather.
+The pad is materialised once or inlined (its tests then sit in the window loops).
+"""
+
+from __future__ import annotations
+
+from ..schedule import Schedule
+from ..target import Target
+from ..workload import Workload
+from .space import Config, Constraint, Knob, SearchSpace
+from .template import (
+    DesignSpace,
+    apply_common,
+    common_knobs,
+    lanes_for,
+    schedule_simple,
+    vector_columns,
+    vector_registers,
+)
+
+
+def pool_space(wl: Workload, target: Target) -> DesignSpace:
+    lanes = lanes_for(target)
+    regs = vector_registers(target)
+    probe = Schedule(wl.outputs)
+    main = next(st for st in probe.stages if st.tensor.tag == "pool")
+    layout = main.tensor.attrs.get("layout", "NCHW")
+    n_, a1, a2, a3 = (a.name for a in main.axes)
+    ext = main.root_extents
+    # the vector axis is innermost in memory; rows tile one of the two axes outside it
+    col = a3
+    row_axes = {"channels": a1, "rows": a2} if layout == "NCHW" else {"rows": a1, "columns": a2}
+    lane_choices = tuple(x for x in (4, 8, 16) if x <= lanes) or (lanes,)
+    has_pad = any(st.tensor.tag == "pad" for st in probe.stages)
+    knobs = [
+        Knob("row_axis", tuple(row_axes)),
+        Knob("rows", tuple(x for x in (1, 2, 3, 4, 6, 8) if x <= max(ext[a1], ext[a2]))),
+        Knob("vectors", (1, 2, 3, 4)),
+        Knob("lanes", lane_choices),
+        Knob("inline_pad", (True, False) if has_pad else (True,)),
+        Knob("parallel_fuse", (False, True)),
+        *common_knobs(),
+    ]
+    constraints = [
+        Constraint("register_tile_fits", lambda c: c["rows"] * c["vectors"] + 2 <= regs),
+        Constraint("rows_within_output", lambda c: c["rows"] <= ext[row_axes[c["row_axis"]]]),
+        Constraint(
+            "tile_not_wider_than_output",
+            lambda c: c["vectors"] == 1 or (c["vectors"] - 1) * c["lanes"] < ext[col],
+        ),
+    ]
+
+    def build(config: Config) -> Schedule:
+        s = Schedule(wl.outputs)
+        st = next(x for x in s.stages if x.tensor.tag == "pool")
+        name = st.name
+        for other in list(s.stages):
+            if other.tensor.tag == "pad" and config["inline_pad"]:
+                s.compute_inline(other.name)
+        row = row_axes[config["row_axis"]]
+        middle = a2 if row == a1 else a1
+        width = config["vectors"] * config["lanes"]
+        cache = s.cache_write(name, "register")
+        ro, ri = s.split(name, row, config["rows"])
+        co, ci = s.split(name, col, width)
+        outer = [ro, middle] if row == a1 else [middle, ro]
+        s.reorder(name, [n_, *outer, co, ri, ci])
+        s.compute_at(cache, name, co)
+        window = [lp.name for lp in s[cache].leaves if lp.kind == "reduce"]
+        s.reorder(cache, [*window, row, col])
+        s.unroll(cache, row)
+        vector_columns(s, cache, col, width, config["lanes"])
+        s.unroll(name, ri)
+        vector_columns(s, name, ci, width, config["lanes"])
+        if target.num_threads > 1:
+            loops = [n_, *outer] if ext[n_] > 1 else outer
+            par = s.fuse(name, loops[0], loops[1]) if config["parallel_fuse"] else loops[0]
+            s.parallel(name, par)
+        for other in s.stages:
+            if other.attach == ("root",) and other.name != name:
+                schedule_simple(s, other, config["lanes"], target.num_threads > 1)
+        apply_common(s, config)
+        return s
+
+    lanes_d = max(x for x in lane_choices if x <= max(ext[col], lane_choices[0]))
+    row_d = next(iter(row_axes))
+    default = {
+        "row_axis": row_d,
+        "rows": max(x for x in knobs[1].choices if x <= min(4, ext[row_axes[row_d]])),
+        "vectors": 1 if ext[col] <= lanes_d else 2,
+        "lanes": lanes_d,
+        "inline_pad": True,
+        "parallel_fuse": ext[a1] < 2 * target.num_threads,
+        "opt_level": "O3",
+    }
+    return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)

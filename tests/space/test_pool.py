@@ -1,0 +1,48 @@
+"""The pooling space: register tiles of independent accumulators with the window loops outside,
+correct for both layouts, both row axes, strides, padding (inlined or materialised) and batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.space.registry import design_space
+
+SPECS = [
+    "maxpool2d:C=5,H=11,W=13,R=3,S=3,stride=2,pad=1",
+    "maxpool2d:N=2,C=3,H=8,W=19,R=2,S=2",
+    "maxpool2d:C=21,H=9,W=9,R=3,S=3,stride=2,pad=1,layout=NHWC",
+]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_every_row_axis_and_pad_choice_matches_numpy(spec: str, target) -> None:
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    knobs = {k.name: k.choices for k in ds.space.knobs}
+    for row_axis in knobs["row_axis"]:
+        for inline_pad in knobs["inline_pad"]:
+            config = {**ds.default, "row_axis": row_axis, "inline_pad": inline_pad}
+            config |= {"rows": 3, "vectors": 2, "lanes": 4, "parallel_fuse": True}
+            got = tt.compile(wl, schedule=ds.schedule(config), target=target)(*inputs)
+            np.testing.assert_array_equal(got, want, err_msg=str(config))
+
+
+def test_window_loops_run_outside_the_register_tile(target) -> None:
+    ds = design_space(tt.workload("maxpool2d:C=8,H=16,W=16,R=3,S=3,stride=1,pad=1"), target)
+    config = {**ds.default, "rows": 4, "vectors": 1, "lanes": 16}
+    trace = ds.schedule(config).trace
+    cache_write = next(step for step in trace if step["primitive"] == "cache_write")
+    reorders = [step["args"]["loops"] for step in trace if step["primitive"] == "reorder"]
+    assert cache_write["args"]["scope"] == "register"
+    assert any(loops[:2] == ["r", "s"] for loops in reorders)
+
+
+def test_pad_choice_only_offered_when_there_is_a_pad(target) -> None:
+    padded = design_space(tt.workload("maxpool2d:C=4,H=8,W=8,R=3,S=3,pad=1"), target)
+    unpadded = design_space(tt.workload("maxpool2d:C=4,H=8,W=8,R=2,S=2"), target)
+    assert padded.space.knob("inline_pad").choices == (True, False)
+    assert unpadded.space.knob("inline_pad").choices == (True,)
