@@ -367,3 +367,41 @@ def test_unswitched_fast_path_of_a_ragged_register_tile_is_reachable():
         plain = {t.strip("()") for t in terms if not t.lstrip("(").startswith("!")}
         negated = {t.lstrip("(!").strip("()") for t in terms if t.lstrip("(").startswith("!")}
         assert not plain & negated, f"contradictory unswitch condition: {' && '.join(terms)}"
+
+
+STRIDE_TWO_AT_A_GUARD_PAGE = """
+import ctypes, mmap
+import numpy as np
+import tensortune.te as te
+from tensortune.pipeline import compile
+from tensortune.schedule import Schedule
+
+n, lanes = 32, 16
+A = te.placeholder((2 * n - 1,), name="A")
+B = te.compute((n,), lambda i: A[2 * i] * 2.0, name="B")
+s = Schedule(B)
+_, inner = s.split("B", "i", lanes)
+s.vectorize("B", inner)
+kernel = compile(B, s)
+assert "tt_load2_" in kernel.source, kernel.source
+page = mmap.PAGESIZE
+memory = mmap.mmap(-1, 2 * page)
+start = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(start + page), page, 0) == 0
+a = np.frombuffer(memory, np.float32, 2 * n - 1, page - (2 * n - 1) * 4)  # ends at the guard
+a[:] = np.arange(2 * n - 1, dtype=np.float32)
+assert np.array_equal(kernel(a), 2 * a[::2])
+print("ok")
+"""
+
+
+def test_stride_two_reads_are_two_loads_and_never_read_past_the_last_lane():
+    """A stride-2 vector read (stride-2 windows) is two contiguous loads and a shuffle; with the
+    input ending at a PROT_NONE page, a load past the last lane's element would segfault."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", STRIDE_TWO_AT_A_GUARD_PAGE], capture_output=True, text=True
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
