@@ -27,7 +27,9 @@ class ModelBasedSearch(SearchStrategy):
     Each ``ask(n)``:
 
     1. Until the model has ``min_train`` samples, returns the ``initial`` configs (e.g. the
-       template's hand-picked default) and then random unseen configs.
+       template's hand-picked default), then one-knob variations of them (``near_initial``
+       of the rest of the first batch: a good default's neighbours are often better, and the
+       model learns what each knob does around it), then configs spread over the space.
     2. Otherwise refits the model (``update``) on every result told since the last ask.
     3. Builds a candidate pool, all unseen and valid: ``pool_size / 2`` uniform random samples
        plus ``pool_size / 4`` mutants and crossovers of the ``n_parents`` fastest *measured*
@@ -65,11 +67,14 @@ class ModelBasedSearch(SearchStrategy):
         evolution_rounds: int = 4,
         min_distance: int = 1,
         initial: Sequence[Config] = (),
+        near_initial: float = 0.5,
         program_key: ProgramKey | None = None,
     ):
         super().__init__(space, seed)
-        if not 0 <= epsilon <= 1 or min_train < 1 or pool_size < 8 or n_parents < 1:
-            raise ValueError("need 0 <= epsilon <= 1, min_train >= 1, pool_size >= 8")
+        if not 0 <= epsilon <= 1 or not 0 <= near_initial <= 1:
+            raise ValueError("need 0 <= epsilon <= 1 and 0 <= near_initial <= 1")
+        if min_train < 1 or pool_size < 8 or n_parents < 1:
+            raise ValueError("need min_train >= 1, pool_size >= 8, n_parents >= 1")
         self.model = (
             model if model is not None else LGBMCostModel(seed=int(self.rng.integers(2**31)))
         )
@@ -78,6 +83,7 @@ class ModelBasedSearch(SearchStrategy):
         self.n_parents, self.evolution_rounds = n_parents, max(evolution_rounds, 0)
         self.min_distance = min_distance
         self.initial = [dict(c) for c in initial if space.is_valid(c)]
+        self.near_initial = near_initial
         self.program_key = program_key
         self._programs: set[str] = set()  # programs of every config asked or told
         self._n_trained = 0  # history entries already given to the model
@@ -189,8 +195,33 @@ class ModelBasedSearch(SearchStrategy):
             for config in self.initial:
                 if len(first) < n and not self.is_seen(config) and self._claim(config):
                     first.append(config)
+            first += self._neighbours(round(self.near_initial * (n - len(first))), first)
             return first + self._space_filling(n - len(first), first)
         return self._select(self._ranked_candidates(), n)
+
+    def _neighbours(self, n: int, picked: list[Config]) -> list[Config]:
+        """Up to ``n`` unseen configs one knob away from an ``initial`` config (new programs),
+        each varying a different knob while there are knobs left to vary."""
+        if n <= 0 or not self.initial:
+            return []
+        taken = {self.space.config_key(c) for c in picked}
+        children = [
+            (parent, self.space.mutate(parent, self.rng, n_knobs=1))
+            for parent in (self.initial[i % len(self.initial)] for i in range(32 * n))
+        ]
+        varied: set[str] = set()
+        out: list[Config] = []
+        for distinct_knob in (True, False):
+            for parent, child in children:
+                knob = next((k for k in child if child[k] != parent[k]), None)
+                key = self.space.config_key(child)
+                if len(out) == n or knob is None or key in taken or self.is_seen(child):
+                    continue
+                if (not distinct_knob or knob not in varied) and self._claim(child):
+                    taken.add(key)
+                    varied.add(knob)
+                    out.append(child)
+        return out
 
     def _space_filling(self, n: int, picked: list[Config]) -> list[Config]:
         """``n`` unseen configs spread over the space: greedy picks from random samples, each

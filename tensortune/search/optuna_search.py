@@ -141,18 +141,19 @@ class OptunaTPESearch(SearchStrategy):
 
 
 class OptunaCmaEsSearch(OptunaTPESearch):
-    """CMA-ES over the choice *indices* of ordered knobs (tile sizes are a numeric axis).
+    """CMA-ES over the choice *indices* of ordered knobs (tile sizes are a numeric axis); the
+    unordered categoricals of a mixed space (loop order, variant) are sampled beside it by TPE,
+    optuna's ``independent_sampler``, as design spaces mix both.
 
-    Needs every knob to be ordered or bool, and the ``cmaes`` package; otherwise it falls back
+    Needs at least one ordered or bool knob and the ``cmaes`` package; otherwise it falls back
     to TPE, warns, and records why in ``self.note``.
     """
 
     name = "optuna-cmaes"
 
     def _make_sampler(self, seed: int) -> Any:
-        unordered = [k.name for k in self.space.knobs if not (k.ordered or k.kind == "bool")]
-        if unordered:
-            reason = f"knobs {', '.join(unordered)} are unordered categoricals"
+        if not any(k.ordered or k.kind == "bool" for k in self.space.knobs):
+            reason = "no knob is ordered: every knob is an unordered categorical"
         elif importlib.util.find_spec("cmaes") is None:
             reason = "the 'cmaes' package is not installed (pip install cmaes)"
         else:

@@ -32,6 +32,7 @@ from .template import (
     schedule_simple,
     vector_columns,
     vector_registers,
+    window_stage,
 )
 
 ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28)
@@ -40,13 +41,9 @@ ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28)
 def conv_space(wl: Workload, target: Target) -> DesignSpace:
     lanes = lanes_for(target)
     regs = vector_registers(target)
-    probe = Schedule(wl.outputs)
-    main = next(st for st in probe.stages if st.tensor.tag == "conv2d")
-    layout = main.tensor.attrs.get("layout", "NCHW")
-    n_, a1, a2, a3 = (a.name for a in main.axes)
+    main, layout, (n_, a1, a2, a3), ext = window_stage(wl, "conv2d")
     # (row-tile axis, vector axis): NCHW tiles channels x columns, NHWC columns x channels
     row, col = (a1, a3) if layout == "NCHW" else (a2, a3)
-    ext = main.root_extents
     lane_choices = tuple(x for x in (8, 16) if x <= lanes) or (lanes,)
     # vectors over output channels need every lane to read the same input element
     by_channel = layout == "NCHW" and main.tensor.attrs.get("groups", 1) == 1

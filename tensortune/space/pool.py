@@ -24,22 +24,19 @@ from .template import (
     schedule_simple,
     vector_columns,
     vector_registers,
+    window_stage,
 )
 
 
 def pool_space(wl: Workload, target: Target) -> DesignSpace:
     lanes = lanes_for(target)
     regs = vector_registers(target)
-    probe = Schedule(wl.outputs)
-    main = next(st for st in probe.stages if st.tensor.tag == "pool")
-    layout = main.tensor.attrs.get("layout", "NCHW")
-    n_, a1, a2, a3 = (a.name for a in main.axes)
-    ext = main.root_extents
+    _, layout, (n_, a1, a2, a3), ext = window_stage(wl, "pool")
     # the vector axis is innermost in memory; rows tile one of the two axes outside it
     col = a3
     row_axes = {"channels": a1, "rows": a2} if layout == "NCHW" else {"rows": a1, "columns": a2}
     lane_choices = tuple(x for x in (4, 8, 16) if x <= lanes) or (lanes,)
-    has_pad = any(st.tensor.tag == "pad" for st in probe.stages)
+    has_pad = any(st.tensor.tag == "pad" for st in Schedule(wl.outputs).stages)
     knobs = [
         Knob("row_axis", tuple(row_axes)),
         Knob("rows", tuple(x for x in (1, 2, 3, 4, 6, 8) if x <= max(ext[a1], ext[a2]))),

@@ -73,6 +73,14 @@ def vector_columns(s: Schedule, stage: str, loop: str, width: int, lanes: int) -
     s.vectorize(stage, vi)
 
 
+def window_stage(wl: Workload, tag: str) -> tuple[Stage, str, tuple[str, ...], dict[str, int]]:
+    """The main stage of a windowed NCHW/NHWC op (conv, pool): the stage tagged ``tag``, its
+    layout, its four spatial axis names and their extents."""
+    main = next(st for st in Schedule(wl.outputs).stages if st.tensor.tag == tag)
+    axes = tuple(a.name for a in main.axes)
+    return main, main.tensor.attrs.get("layout", "NCHW"), axes, main.root_extents
+
+
 def column_operand(main: Stage, j_name: str) -> tuple[str, int]:
     """The operand indexed by the column axis, and which of its dimensions that is."""
     j_var = next(a.var for a in main.axes if a.name == j_name)
@@ -150,4 +158,5 @@ __all__ = [
     "split_vectorize",
     "vector_columns",
     "vector_registers",
+    "window_stage",
 ]

@@ -167,3 +167,21 @@ def test_first_batch_spreads_over_every_knob(space: SearchSpace) -> None:
         return sum(len({c[k.name] for c in b}) for b in batches for k in space.knobs)
 
     assert coverage("model") > coverage("random")
+
+
+def test_first_batch_varies_the_initial_config_one_knob_at_a_time(space: SearchSpace) -> None:
+    """After the default, part of the first batch is its one-knob neighbours, each varying a
+    different knob; the rest is spread over the space."""
+    first = {"k0": 8, "k1": 32, "k2": 2, "k3": 16}
+    strategy = ModelBasedSearch(space, seed=0, initial=[first], pool_size=64, near_initial=0.5)
+    batch = strategy.ask(9)
+    assert batch[0] == first
+    changed = [[k for k in first if c[k] != first[k]] for c in batch[1:5]]
+    assert all(len(knobs) == 1 for knobs in changed)
+    assert len({knobs[0] for knobs in changed}) == 4
+    assert all(sum(c[k] != first[k] for k in first) >= 1 for c in batch[5:])
+
+
+def test_no_neighbours_without_an_initial_config(space: SearchSpace) -> None:
+    batch = ModelBasedSearch(space, seed=0, pool_size=64, near_initial=1.0).ask(8)
+    assert len({space.config_key(c) for c in batch}) == 8

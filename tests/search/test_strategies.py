@@ -172,11 +172,28 @@ def test_ask_and_tell_validate_their_arguments(space: SearchSpace) -> None:
     assert strategy.n_told == 0
 
 
-def test_cmaes_falls_back_to_tpe_with_a_note_on_categorical_spaces() -> None:
-    with pytest.warns(RuntimeWarning, match="unordered categoricals"):
-        strategy = make_strategy("optuna-cmaes", tiny_space(), seed=0)
-    assert strategy.note is not None and "c" in strategy.note
+def test_cmaes_falls_back_to_tpe_with_a_note_when_no_knob_is_ordered() -> None:
+    categorical = SearchSpace([Knob("order", ("ij", "ji")), Knob("variant", ("a", "b", "c"))])
+    with pytest.warns(RuntimeWarning, match="no knob is ordered"):
+        strategy = make_strategy("optuna-cmaes", categorical, seed=0)
+    assert strategy.note is not None
     assert type(strategy.study.sampler).__name__ == "TPESampler"
+
+
+def test_cmaes_searches_the_ordered_knobs_of_a_mixed_space() -> None:
+    """Tile sizes go to CMA-ES as indices, the categorical ``c`` to TPE beside it."""
+    pytest.importorskip("cmaes")
+    space = tiny_space()
+    strategy = make_strategy("optuna-cmaes", space, seed=0)
+    assert strategy.note is None
+    assert type(strategy.study.sampler).__name__ == "CmaEsSampler"
+    asked = []
+    for _ in range(4):
+        configs = strategy.ask(3)
+        strategy.tell(configs, [tiny_cost(c) for c in configs])
+        asked += configs
+    keys = {space.config_key(c) for c in asked}
+    assert len(keys) == len(asked) == 12 and all(space.is_valid(c) for c in asked)
 
 
 def test_cmaes_uses_cma_on_ordered_spaces_when_available(space: SearchSpace) -> None:
