@@ -1,4 +1,5 @@
-"""Pooling design space (max / average window reductions, NCHW and NHWC).
+"""Pooling design space (the window-reduction stage tagged "pool", NCHW and NHWC; used for the
+``maxpool2d`` spec).
 
 A pooling output element reduces a small window (``R x S``) and does one operation per input it
 reads, so the kernel is bound by loads and by the latency chain of its accumulator. The register
@@ -6,7 +7,8 @@ tile keeps ``rows x vectors`` independent vector accumulators: ``vectors*lanes``
 (NCHW) or channels (NHWC) wide and ``rows`` deep along the chosen ``row_axis``, with the window
 loops outside the tile, so every window step issues ``rows*vectors`` independent max/add ops.
 With NHWC the vectors run along the channels and every load is contiguous whatever the stride;
-with NCHW they run along the output columns, and a strided window reads its input as a gather.
+with NCHW they run along the output columns: a stride-2 window reads its input as two loads and
+a shuffle per vector, a larger stride as a gather.
 The pad is materialised once or inlined (its tests then sit in the window loops).
 """
 
