@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tensortune.target import Target
@@ -17,8 +19,11 @@ def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def target() -> Target:
-    """A fixed 2-thread target, whatever the machine's core count."""
-    return Target.detect(num_threads=2)
+    """A fixed 2-thread target, whatever the machine's core count.
+
+    TENSORTUNE_TEST_ISA downgrades it (e.g. ``avx2`` on an AVX-512 host), so one machine can
+    check that the suite holds on the CPUs it lacks but users have."""
+    return Target.detect(num_threads=2, isa=os.environ.get("TENSORTUNE_TEST_ISA") or None)
 
 
 @pytest.fixture(scope="session")

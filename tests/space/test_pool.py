@@ -31,8 +31,9 @@ def test_every_row_axis_and_pad_choice_matches_numpy(spec: str, target) -> None:
             np.testing.assert_array_equal(got, want, err_msg=str(config))
 
 
-def test_window_loops_run_outside_the_register_tile(target) -> None:
-    ds = design_space(tt.workload("maxpool2d:C=8,H=16,W=16,R=3,S=3,stride=1,pad=1"), target)
+def test_window_loops_run_outside_the_register_tile(avx512_target) -> None:
+    wl = tt.workload("maxpool2d:C=8,H=16,W=16,R=3,S=3,stride=1,pad=1")
+    ds = design_space(wl, avx512_target)
     config = {**ds.default, "rows": 4, "vectors": 1, "lanes": 16}
     trace = ds.schedule(config).trace
     cache_write = next(step for step in trace if step["primitive"] == "cache_write")

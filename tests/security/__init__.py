@@ -1,0 +1,1 @@
+"""Untrusted input: records, specs, traces, environments (issue 11)."""
