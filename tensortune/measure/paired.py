@@ -1,0 +1,156 @@
+"""Rank candidates by their time relative to a reference timed beside them, not by absolute time.
+
+On a shared 2-core VM the host's speed drifts by tens of percent over seconds and bursts when a
+neighbour wakes: the same config measured 497 µs and 991 µs a minute apart, and a conv's tuned
+winner and its template default moved together round by round (1.06/1.04, 1.53/1.57 ms). Two
+kernels timed seconds apart are ranked by the host's mood as much as by their code. Timing the
+candidate and a reference in short alternating blocks, in ABBA order so that drift which is linear
+within a round cancels, and ranking by the per-round ratio removes what both share.
+
+The ratio's uncertainty is the distribution-free confidence interval of the median of the
+per-round ratios (order statistics of a binomial), which holds whatever the shape of the host's
+noise, bursts included. Rounds go on until that interval decides the comparison at hand or is
+narrow enough to say the two are equal, so clear cases cost five rounds and close ones more.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+CANDIDATE, REFERENCE = 0, 1
+
+
+@dataclass(frozen=True)
+class PairedTiming:
+    """Per-round times of a candidate and its reference, and their ratio with its uncertainty."""
+
+    candidate_seconds: tuple[float, ...]
+    reference_seconds: tuple[float, ...]
+    ratio: float
+    """Median over rounds of candidate / reference: < 1 means the candidate is faster."""
+    low: float
+    high: float
+    """Confidence interval of `ratio`."""
+
+    @property
+    def seconds(self) -> float:
+        """The candidate's median absolute time (recorded, never used to rank)."""
+        return statistics.median(self.candidate_seconds)
+
+    @property
+    def reference(self) -> float:
+        """The reference's median time in the same rounds: how fast the host was."""
+        return statistics.median(self.reference_seconds)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.candidate_seconds)
+
+    def decided(self, threshold: float) -> bool:
+        """True once the interval lies wholly on one side of `threshold`."""
+        return self.high < threshold or self.low > threshold
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float]:
+    """Distribution-free interval for the median: the widest-inside pair of order statistics.
+
+    The median lies between the j-th smallest and j-th largest of n values with probability
+    1 - 2·P(Binomial(n, ½) < j); j is the largest with that at least `confidence`. With fewer
+    than 5 values no pair reaches 90%, and the interval is the full range.
+    """
+    if not values:
+        raise ValueError("median_interval of no values")
+    ordered = sorted(values)
+    n = len(ordered)
+    tail = (1.0 - confidence) / 2.0
+    j, below = 0, 0.0  # below = P(Binomial(n, 1/2) <= j - 1)
+    while j < n // 2:
+        below_next = below + math.comb(n, j) / 2.0**n
+        if below_next > tail:
+            break
+        j, below = j + 1, below_next
+    j = max(j, 1)
+    return ordered[j - 1], ordered[n - j]
+
+
+def time_paired(
+    time_block: Callable[[int], float],
+    *,
+    min_rounds: int = 5,
+    max_rounds: int = 15,
+    threshold: float = 1.0,
+    rel_width: float = 0.02,
+    confidence: float = 0.9,
+) -> PairedTiming:
+    """Time CANDIDATE and REFERENCE in alternating blocks until their ratio is known well enough.
+
+    `time_block(which)` runs one block of `which` (CANDIDATE or REFERENCE) and returns its mean
+    seconds per call. Stops after `min_rounds` once the ratio's interval excludes `threshold`
+    (the comparison is decided) or is narrower than `rel_width` of the ratio (the two are equal
+    within what matters), and after `max_rounds` in any case.
+    """
+    if min_rounds < 1 or max_rounds < min_rounds:
+        raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
+    cand: list[float] = []
+    ref: list[float] = []
+    while True:
+        order = (CANDIDATE, REFERENCE) if len(cand) % 2 == 0 else (REFERENCE, CANDIDATE)
+        times = {which: time_block(which) for which in order}
+        cand.append(times[CANDIDATE])
+        ref.append(times[REFERENCE])
+        timing = _summarise(cand, ref, confidence)
+        if len(cand) >= max_rounds:
+            return timing
+        narrow = timing.high - timing.low <= rel_width * timing.ratio
+        if len(cand) >= min_rounds and (timing.decided(threshold) or narrow):
+            return timing
+
+
+def _summarise(cand: list[float], ref: list[float], confidence: float) -> PairedTiming:
+    ratios = [c / r for c, r in zip(cand, ref, strict=True)]
+    low, high = median_interval(ratios, confidence)
+    return PairedTiming(tuple(cand), tuple(ref), statistics.median(ratios), low, high)
+
+
+@dataclass(frozen=True)
+class Final(Generic[K]):
+    """The head-to-head final: its winner and every finalist's ratio to the default."""
+
+    winner: K
+    default: K
+    against_default: dict[K, PairedTiming]
+
+    @property
+    def margin(self) -> PairedTiming | None:
+        """The winner's time relative to the default (None when the default itself won)."""
+        return self.against_default.get(self.winner)
+
+
+def final(
+    finalists: Sequence[K],
+    default: K,
+    time_block: Callable[[K], float],
+    **paired: float,
+) -> Final[K]:
+    """Re-time the finalists head-to-head against the template default; the fastest wins.
+
+    The default is always in the final, and a finalist beats it only with a median ratio below
+    1, so a tune never ends on a config that measured slower than where its search began.
+    `paired` passes through to `time_paired`.
+    """
+    against: dict[K, PairedTiming] = {}
+    for key in dict.fromkeys(finalists):
+        if key == default:
+            continue
+        against[key] = time_paired(
+            lambda which, key=key: time_block(key if which == CANDIDATE else default), **paired
+        )
+    faster = {key: t for key, t in against.items() if t.ratio < 1.0}
+    winner = min(faster, key=lambda key: faster[key].ratio) if faster else default
+    return Final(winner, default, against)

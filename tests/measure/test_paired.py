@@ -1,0 +1,110 @@
+"""Paired timing on a simulated host whose speed drifts and bursts as this project's VMs do."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from tensortune.measure.paired import CANDIDATE, final, median_interval, time_paired
+
+BLOCK_SECONDS = 0.05
+
+
+class SimulatedHost:
+    """A host whose slowdown drifts slowly (±35%), bursts 1.5-3x for up to 1.5 s at random, and
+    adds 2% noise to each block; the clock advances by one block per measurement."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.phase = self.rng.uniform(0, 2 * math.pi)
+        self.bursts: list[tuple[float, float, float]] = []
+        t = 0.0
+        while t < 3600:
+            t += self.rng.expovariate(0.3)
+            self.bursts.append((t, t + self.rng.uniform(0.2, 1.5), self.rng.uniform(1.5, 3.0)))
+            t = self.bursts[-1][1]
+
+    def slowdown(self, t: float) -> float:
+        drift = 1 + 0.25 * math.sin(2 * math.pi * t / 7 + self.phase) + 0.1 * math.sin(t / 0.9)
+        burst = next((f for start, end, f in self.bursts if start <= t < end), 1.0)
+        return drift * burst
+
+    def block(self, true_seconds: float) -> float:
+        measured = true_seconds * self.slowdown(self.now) * self.rng.lognormvariate(0, 0.02)
+        self.now += BLOCK_SECONDS
+        return measured
+
+    def idle(self, seconds: float) -> None:
+        """Time spent building and timing other candidates between two measurements."""
+        self.now += seconds
+
+
+def unpaired_faster(host: SimulatedHost, fast: float, slow: float) -> bool:
+    """Today's ranking: each kernel's median of 5 repeats, taken seconds apart."""
+    first = statistics.median(host.block(slow) for _ in range(5))
+    host.idle(host.rng.uniform(1, 10))
+    second = statistics.median(host.block(fast) for _ in range(5))
+    return second < first
+
+
+def paired_faster(host: SimulatedHost, fast: float, slow: float) -> bool:
+    timing = time_paired(lambda which: host.block(fast if which == CANDIDATE else slow))
+    return timing.ratio < 1.0
+
+
+def test_paired_ranking_finds_the_faster_kernel_where_unpaired_ranking_does_not() -> None:
+    seeds = range(200)
+    paired = sum(paired_faster(SimulatedHost(s), 0.95, 1.0) for s in seeds) / len(seeds)
+    unpaired = sum(unpaired_faster(SimulatedHost(s), 0.95, 1.0) for s in seeds) / len(seeds)
+    assert paired >= 0.97, paired
+    assert unpaired <= 0.8, unpaired
+
+
+def test_paired_ratio_recovers_the_true_ratio_despite_drift() -> None:
+    for seed in range(20):
+        host = SimulatedHost(seed)
+        timing = time_paired(lambda which, host=host: host.block(0.8 if which == CANDIDATE else 1))
+        assert timing.ratio == pytest.approx(0.8, rel=0.05)
+        assert timing.low <= timing.ratio <= timing.high
+
+
+def test_rounds_adapt_to_how_close_the_comparison_is() -> None:
+    clear = time_paired(lambda which: 0.5 if which == CANDIDATE else 1.0)
+    host = SimulatedHost(7)
+    close = time_paired(lambda which: host.block(0.995 if which == CANDIDATE else 1.0))
+    assert clear.rounds == 5
+    assert close.rounds > clear.rounds
+
+
+def test_the_default_is_always_a_finalist_and_a_tune_never_ends_slower_than_it() -> None:
+    # "lucky" was recorded fastest by a burst-free draw but is truly 10% slower than the default.
+    true = {"default": 1.0, "lucky": 1.1, "better": 0.97, "worse": 1.3}
+    for seed in range(50):
+        host = SimulatedHost(seed)
+        result = final(["lucky", "worse"], "default", lambda key, h=host: h.block(true[key]))
+        assert result.winner == "default"
+        assert set(result.against_default) == {"lucky", "worse"}
+        host = SimulatedHost(seed)
+        result = final(["lucky", "better"], "default", lambda key, h=host: h.block(true[key]))
+        assert result.winner == "better"
+        assert result.margin is not None and result.margin.ratio == pytest.approx(0.97, rel=0.05)
+
+
+def test_median_interval_covers_the_median_and_narrows_with_more_values() -> None:
+    rng = random.Random(0)
+    few = [rng.gauss(1, 0.1) for _ in range(5)]
+    many = [rng.gauss(1, 0.1) for _ in range(60)]
+    assert median_interval(few) == (min(few), max(few))
+    low, high = median_interval(many)
+    assert low <= statistics.median(many) <= high
+    assert high - low < max(many) - min(many)
+    misses = 0
+    for _ in range(400):
+        sample = [rng.gauss(0, 1) for _ in range(15)]
+        low, high = median_interval(sample)
+        misses += not low <= 0 <= high
+    assert misses / 400 <= 0.12
