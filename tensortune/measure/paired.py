@@ -37,6 +37,8 @@ class PairedTiming:
     low: float
     high: float
     """Confidence interval of `ratio`."""
+    disturbed: int = 0
+    """Rounds thrown away and timed again because the host disturbed them."""
 
     @property
     def seconds(self) -> float:
@@ -87,6 +89,8 @@ def time_paired(
     threshold: float = 1.0,
     rel_width: float = 0.02,
     confidence: float = 0.9,
+    watch: Callable[[], Callable[[], bool]] | None = None,
+    max_disturbed: int = 10,
 ) -> PairedTiming:
     """Time CANDIDATE and REFERENCE in alternating blocks until their ratio is known well enough.
 
@@ -94,17 +98,26 @@ def time_paired(
     seconds per call. Stops after `min_rounds` once the ratio's interval excludes `threshold`
     (the comparison is decided) or is narrower than `rel_width` of the ratio (the two are equal
     within what matters), and after `max_rounds` in any case.
+
+    `watch()` is called as a round starts and returns a check that says, as it ends, whether
+    the host disturbed it (see `measure.host`); a disturbed round is timed again, up to
+    `max_disturbed` times in all, after which rounds are kept as they come.
     """
     if min_rounds < 1 or max_rounds < min_rounds:
         raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
     cand: list[float] = []
     ref: list[float] = []
+    disturbed = 0
     while True:
         order = (CANDIDATE, REFERENCE) if len(cand) % 2 == 0 else (REFERENCE, CANDIDATE)
+        check = watch() if watch is not None else None
         times = {which: time_block(which) for which in order}
+        if check is not None and check() and disturbed < max_disturbed:
+            disturbed += 1
+            continue
         cand.append(times[CANDIDATE])
         ref.append(times[REFERENCE])
-        timing = _summarise(cand, ref, confidence)
+        timing = _summarise(cand, ref, confidence, disturbed)
         if len(cand) >= max_rounds:
             return timing
         narrow = timing.high - timing.low <= rel_width * timing.ratio
@@ -112,10 +125,12 @@ def time_paired(
             return timing
 
 
-def _summarise(cand: list[float], ref: list[float], confidence: float) -> PairedTiming:
+def _summarise(
+    cand: list[float], ref: list[float], confidence: float, disturbed: int
+) -> PairedTiming:
     ratios = [c / r for c, r in zip(cand, ref, strict=True)]
     low, high = median_interval(ratios, confidence)
-    return PairedTiming(tuple(cand), tuple(ref), statistics.median(ratios), low, high)
+    return PairedTiming(tuple(cand), tuple(ref), statistics.median(ratios), low, high, disturbed)
 
 
 @dataclass(frozen=True)

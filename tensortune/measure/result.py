@@ -27,6 +27,15 @@ class MeasureResult:
     run_seconds: float = 0.0
     number: int = 0
     """Calls per timed repeat (0 when nothing was timed)."""
+    reference_seconds: float | None = None
+    """Median seconds of the reference kernel timed in alternation with this one (paired
+    timing), or None when it was timed alone."""
+    ratio: float | None = None
+    """Median per-round ratio to the reference, and its confidence interval: what ranks."""
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    disturbed: int = 0
+    """Rounds the host disturbed (steal, preemption), thrown away and timed again."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spread", tuple(float(s) for s in self.spread))

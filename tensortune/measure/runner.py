@@ -28,6 +28,7 @@ import json
 import os
 import select
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,9 @@ class RunRequest:
     """One candidate to run: its library, entry point, signature, inputs and expected output.
 
     `reference` is the expected output (a tuple for several outputs), or None to skip the
-    correctness check.
+    correctness check. `baseline` (library, entry point) is a kernel of the same signature to
+    time in alternation with this one (see `measure.paired`); the result then carries its
+    ratio to the baseline, decided against `threshold` (the incumbent's ratio).
     """
 
     library: Path
@@ -79,6 +82,8 @@ class RunRequest:
     inputs: tuple[np.ndarray, ...]
     reference: np.ndarray | tuple[np.ndarray, ...] | None = None
     build_seconds: float = 0.0
+    baseline: tuple[Path, str] | None = None
+    threshold: float = 1.0
 
 
 class _WorkerGone(Exception):
@@ -180,6 +185,7 @@ class Runner:
         rtol: float = 1e-4,
         atol: float = 1e-4,
         min_repeat_seconds: float = 0.05,
+        paired_rounds: tuple[int, int] = (5, 15),
         target: Target | None = None,
         startup_timeout: float = 60.0,
         max_tasks_per_worker: int = 200,
@@ -192,6 +198,7 @@ class Runner:
         self.rtol = rtol
         self.atol = atol
         self.min_repeat_seconds = min_repeat_seconds
+        self.paired_rounds = paired_rounds
         self.target = target
         self.startup_timeout = startup_timeout
         self.max_tasks_per_worker = max_tasks_per_worker
@@ -255,11 +262,18 @@ class Runner:
                 build_seconds=request.build_seconds,
                 run_seconds=elapsed,
             )
+        paired = {}
+        if "ratio" in reply:
+            paired = {
+                "reference_seconds": statistics.median(reply["reference_spread"]),
+                **{k: reply[k] for k in ("ratio", "ratio_low", "ratio_high", "disturbed")},
+            }
         return MeasureResult.from_spread(
             reply["spread"],
             number=reply["number"],
             build_seconds=request.build_seconds,
             run_seconds=elapsed,
+            **paired,
         )
 
     def _execute(self, job: dict[str, Any], target: Target, name: str) -> dict[str, Any]:
@@ -321,6 +335,14 @@ class Runner:
             "rtol": self.rtol,
             "atol": self.atol,
             "min_repeat_seconds": self.min_repeat_seconds,
+            "baseline": None
+            if request.baseline is None
+            else {"library": str(request.baseline[0]), "name": request.baseline[1]},
+            "paired": {
+                "min_rounds": self.paired_rounds[0],
+                "max_rounds": self.paired_rounds[1],
+                "threshold": request.threshold,
+            },
         }
 
 

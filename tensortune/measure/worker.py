@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import numpy as np
 
 from ..build.kernel import ArgSpec, Kernel, pointer_array
 from ..errors import TensorTuneError
+from . import host
+from .paired import CANDIDATE, REFERENCE, time_paired
 from .timer import calibrate_number, time_function
 
 
@@ -48,6 +51,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     number = job["number"] or calibrate_number(
         kernel.packed_address, pointers, job["min_repeat_seconds"], timer=timer
     )
+    if job.get("baseline") is not None:
+        return _time_paired(job, (kernel, pointers, number), inputs, args, timer)
     spread = time_function(
         kernel.packed_address,
         pointers,
@@ -58,6 +63,48 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         timer=timer,
     )
     return {"spread": spread, "number": number}
+
+
+def _time_paired(
+    job: dict[str, Any],
+    candidate: tuple[Kernel, Any, int],
+    inputs: list[np.ndarray],
+    args: list[ArgSpec],
+    timer: Path,
+) -> dict[str, Any]:
+    """Time the candidate in alternation with the job's baseline kernel (see measure.paired)."""
+    baseline = Kernel(job["baseline"]["library"], job["baseline"]["name"], args)
+    base_outputs = [_poisoned(spec) for spec in baseline.outputs]  # alive while timed
+    base_pointers = pointer_array([*inputs, *base_outputs])
+    base_number = job["number"] or calibrate_number(
+        baseline.packed_address, base_pointers, job["min_repeat_seconds"], timer=timer
+    )
+    contenders = {CANDIDATE: candidate, REFERENCE: (baseline, base_pointers, base_number)}
+    for kernel, pointers, number in contenders.values():
+        time_function(kernel.packed_address, pointers, number, 1, job["warmup"], timer=timer)
+
+    def block(which: int) -> float:
+        kernel, pointers, number = contenders[which]
+        (seconds,) = time_function(
+            kernel.packed_address, pointers, number, 1, 0, job["flush_bytes"], timer=timer
+        )
+        return seconds
+
+    def watch() -> Callable[[], bool]:
+        before = host.sample()
+        return lambda: host.disturbance(before, host.sample()).disturbed()
+
+    paired = job["paired"]
+    timing = time_paired(block, watch=watch, **paired)
+    return {
+        "spread": list(timing.candidate_seconds),
+        "number": candidate[2],
+        "reference_spread": list(timing.reference_seconds),
+        "ratio": timing.ratio,
+        "ratio_low": timing.low,
+        "ratio_high": timing.high,
+        "disturbed": timing.disturbed,
+    }
 
 
 def compare(output: np.ndarray, reference: np.ndarray, rtol: float, atol: float) -> str | None:

@@ -108,3 +108,21 @@ def test_median_interval_covers_the_median_and_narrows_with_more_values() -> Non
         low, high = median_interval(sample)
         misses += not low <= 0 <= high
     assert misses / 400 <= 0.12
+
+
+def test_disturbed_rounds_are_timed_again_not_kept() -> None:
+    rng = random.Random(3)
+    bursty = {"now": False}
+
+    def block(which: int) -> float:
+        slowdown = rng.uniform(3.0, 6.0) if bursty["now"] else rng.lognormvariate(0, 0.02)
+        return (0.9 if which == CANDIDATE else 1.0) * slowdown
+
+    def watch():
+        bursty["now"] = rng.random() < 0.3  # a third of the rounds see a neighbour
+        return lambda: bursty["now"]
+
+    timing = time_paired(block, watch=watch)
+    assert timing.disturbed > 0
+    assert max(timing.reference_seconds) < 2.0  # no kept round ran beside the neighbour
+    assert timing.ratio == pytest.approx(0.9, rel=0.05)

@@ -220,3 +220,21 @@ def test_empty_batch_starts_nothing(target: Target):
     runner = Runner(target=target)
     assert runner.run([]) == []
     assert runner._worker is None
+
+
+def test_paired_run_times_the_candidate_beside_its_baseline(runner, target, data) -> None:
+    a, b, expected = data
+    good, slow = build_candidates([c_kernels.GOOD, c_kernels.SLOW], target)
+    fast_vs_slow, slow_vs_fast = runner.run(
+        [
+            RunRequest(good, "vadd", c_kernels.ARGS, (a, b), expected, baseline=(slow, "slow")),
+            RunRequest(slow, "slow", c_kernels.ARGS, (a, b), expected, baseline=(good, "vadd")),
+        ]
+    )
+    for result in (fast_vs_slow, slow_vs_fast):
+        assert result.ok, result.error_msg
+        assert result.reference_seconds is not None and result.ratio is not None
+        assert result.ratio_low <= result.ratio <= result.ratio_high
+        assert len(result.spread) >= 5
+    assert fast_vs_slow.ratio < 0.5 < 2 < slow_vs_fast.ratio
+    assert fast_vs_slow.reference_seconds > fast_vs_slow.seconds
