@@ -63,6 +63,11 @@ class TuningRecord:
     run_id: str = ""
     machine: dict[str, Any] = field(default_factory=dict)
     version: str = field(default_factory=current_version)
+    reference_seconds: float | None = None
+    """Median time of the reference kernel timed in alternation with this one (paired
+    timing): how fast the host was when the record was taken."""
+    ratio: float | None = None
+    """Median per-round time relative to that reference: what ranks configs."""
 
     def __post_init__(self) -> None:
         if not self.workload or not self.target:
@@ -84,10 +89,17 @@ class TuningRecord:
                     f"a successful record needs finite seconds >= 0, got {self.seconds!r}"
                 )
             object.__setattr__(self, "seconds", float(self.seconds))  # type: ignore[arg-type]
+            for name in ("reference_seconds", "ratio"):
+                value = getattr(self, name)
+                if value is not None and not (_is_duration(value) and value > 0):
+                    raise DatabaseError(f"record {name} must be a time > 0, got {value!r}")
         elif self.error not in ERROR_KINDS:
             raise DatabaseError(f"unknown error kind {self.error!r}; expected one of {ERROR_KINDS}")
-        elif self.seconds is not None:
-            raise DatabaseError(f"a failed record ({self.error}) must have seconds=None")
+        elif (self.seconds, self.reference_seconds, self.ratio) != (None, None, None):
+            raise DatabaseError(
+                f"a failed record ({self.error}) must have seconds, reference_seconds and "
+                "ratio None"
+            )
 
     @property
     def ok(self) -> bool:

@@ -14,8 +14,9 @@ import contextlib
 import hashlib
 import json
 import os
+import statistics
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    update,
 )
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -45,8 +47,17 @@ from ..errors import DatabaseError
 from .database import Database
 from .record import JSON_FIELDS, TuningRecord, canonical_json, current_version
 
-#: Bump when the table layout changes incompatibly; older files are then refused.
-SCHEMA_VERSION = 1
+#: Bump when the table layout changes; `MIGRATIONS` brings older files up to date, and
+#: files from a newer tensortune are refused.
+SCHEMA_VERSION = 2
+
+#: Statements that take a file from schema version N to N + 1.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (  # paired timing: the reference's time and the ratio to it
+        "ALTER TABLE records ADD COLUMN reference_seconds FLOAT",
+        "ALTER TABLE records ADD COLUMN ratio FLOAT",
+    ),
+}
 
 #: SQLite ``synchronous`` level (see module docstring for the measurement behind it).
 SQLITE_SYNCHRONOUS = "FULL"
@@ -88,6 +99,8 @@ records_table = Table(
     Column("machine", Text, nullable=False),
     # sha256 of the record's canonical JSON: finds exact duplicates on import.
     Column("digest", String(64), nullable=False),
+    Column("reference_seconds", Float, nullable=True),
+    Column("ratio", Float, nullable=True),
     Index("ix_records_config", "workload", "target", "config_key"),
     Index("ix_records_rank", "workload", "target", "seconds"),
     Index("ix_records_version", "version"),
@@ -112,6 +125,20 @@ def _from_row(row: Any) -> TuningRecord:
     for name in JSON_FIELDS:
         data[name] = json.loads(data[name])
     return TuningRecord(**data)
+
+
+def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
+    """The one rule for "best": a record's time relative to the paired reference.
+
+    Records timed beside a reference rank by their ratio to it, which the host's drift does
+    not move; records timed alone (older versions, or no reference) are put on the same
+    scale by the median reference time of the others. Without any ratio, seconds rank.
+    """
+    references = [r.reference_seconds for r in records if r.ratio is not None]
+    if not references:
+        return lambda r: r.seconds
+    scale = statistics.median(references)
+    return lambda r: r.ratio if r.ratio is not None else r.seconds / scale
 
 
 def _describe(exc: BaseException) -> str:
@@ -255,10 +282,20 @@ class SQLDatabase(Database):
         ).scalar()
         if found is None:
             return "its 'meta' table has no schema_version (not a tensortune database)"
-        if found != str(SCHEMA_VERSION):
+        if not found.isdigit() or not 1 <= int(found) <= SCHEMA_VERSION:
             return (
                 f"schema version {found} is not supported "
-                f"(this tensortune {current_version()} reads schema version {SCHEMA_VERSION})"
+                f"(this tensortune {current_version()} reads schema versions 1 to "
+                f"{SCHEMA_VERSION})"
+            )
+        for version in range(int(found), SCHEMA_VERSION):
+            for statement in MIGRATIONS[version]:
+                conn.exec_driver_sql(statement)
+        if int(found) != SCHEMA_VERSION:
+            conn.execute(
+                update(meta_table)
+                .where(meta_table.c.key == "schema_version")
+                .values(value=str(SCHEMA_VERSION))
             )
         _metadata.create_all(conn)  # no-op unless a table went missing
         return None
@@ -348,16 +385,21 @@ class SQLDatabase(Database):
         with self._transaction("top_k") as conn, conn.execute(stmt) as result:
             for row in result:
                 by_config.setdefault(row.config_key, []).append(row)
-        ranked = sorted(
-            (
-                (rows[(len(rows) - 1) // 2], min(rows, key=lambda row: row.id))
-                for rows in by_config.values()
-            ),
-            key=lambda pair: (pair[0].seconds, pair[0].config_key),
-        )
+        score = rank_score([row for rows in by_config.values() for row in rows])
+        ranked = []
+        for rows in by_config.values():
+            rows.sort(key=lambda row: (score(row), row.id))
+            ranked.append((rows[(len(rows) - 1) // 2], min(rows, key=lambda row: row.id)))
+        ranked.sort(key=lambda pair: (score(pair[0]), pair[0].config_key))
         # the median's time, the first measurement's story (who found it, when)
         return [
-            replace(_from_row(first), seconds=median.seconds, spread=_from_row(median).spread)
+            replace(
+                _from_row(first),
+                seconds=median.seconds,
+                spread=_from_row(median).spread,
+                reference_seconds=median.reference_seconds,
+                ratio=median.ratio,
+            )
             for median, first in ranked[:k]
         ]
 

@@ -18,6 +18,7 @@ from tensortune.database import (
     open_database,
     printable_location,
 )
+from tensortune.database.sql import SCHEMA_VERSION
 from tensortune.errors import DatabaseError
 
 from .conftest import MakeRecord
@@ -200,7 +201,8 @@ def test_sqlite_file_settings(db_path: Path, make_record: MakeRecord) -> None:
     con = sqlite3.connect(db_path)
     try:
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("1",)
+        version = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
         info = con.execute("SELECT name FROM pragma_index_info('ix_records_config')")
         indexed = {name for (name,) in info}
         assert indexed == {"workload", "target", "config_key"}

@@ -1,0 +1,72 @@
+"""One rule for "best": paired records rank by their ratio to the reference, and a version-1
+file (times only) is migrated in place and ranks on the same scale."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tensortune.database import SQLDatabase
+from tensortune.database.sql import SCHEMA_VERSION
+
+from .conftest import MakeRecord
+
+
+def test_ratio_ranks_where_absolute_times_drifted(db_path: Path, make_record: MakeRecord) -> None:
+    with SQLDatabase(db_path) as db:
+        # "a" was timed while the host ran fast: a smaller time, but slower than its reference
+        db.commit_record(
+            make_record(config={"c": "a"}, seconds=1.0e-3, reference_seconds=0.9e-3, ratio=1.11)
+        )
+        db.commit_record(
+            make_record(config={"c": "b"}, seconds=1.6e-3, reference_seconds=2.0e-3, ratio=0.8)
+        )
+        best = db.best("matmul(64,64,64,float32)", "cpu-x86_64-avx2")
+    assert best is not None and best.config == {"c": "b"}
+    assert best.ratio == 0.8 and best.reference_seconds == 2.0e-3
+
+
+def test_a_config_ranks_by_its_median_ratio(db_path: Path, make_record: MakeRecord) -> None:
+    with SQLDatabase(db_path) as db:
+        for ratio in (0.7, 1.05, 1.1):  # one lucky draw, then two re-measurements
+            db.commit_record(
+                make_record(config={"c": "lucky"}, reference_seconds=1e-3, ratio=ratio)
+            )
+        db.commit_record(make_record(config={"c": "default"}, reference_seconds=1e-3, ratio=1.0))
+        top = db.top_k("matmul(64,64,64,float32)", "cpu-x86_64-avx2", 2)
+    assert [r.config for r in top] == [{"c": "default"}, {"c": "lucky"}]
+    assert top[1].ratio == 1.05
+
+
+def test_records_timed_alone_rank_on_the_reference_scale(
+    db_path: Path, make_record: MakeRecord
+) -> None:
+    with SQLDatabase(db_path) as db:
+        db.commit_record(
+            make_record(config={"c": "paired"}, seconds=1e-3, reference_seconds=2e-3, ratio=0.5)
+        )
+        db.commit_record(make_record(config={"c": "alone"}, seconds=0.8e-3))  # 0.4 of 2 ms
+        best = db.best("matmul(64,64,64,float32)", "cpu-x86_64-avx2")
+    assert best is not None and best.config == {"c": "alone"}
+
+
+def test_version_1_file_is_migrated_in_place(db_path: Path, make_record: MakeRecord) -> None:
+    with SQLDatabase(db_path) as db:
+        db.commit_record(make_record())
+    con = sqlite3.connect(db_path)
+    with con:  # what a version-1 file looked like
+        con.execute("ALTER TABLE records DROP COLUMN ratio")
+        con.execute("ALTER TABLE records DROP COLUMN reference_seconds")
+        con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.close()
+    with SQLDatabase(db_path) as db:
+        (old,) = db.records()
+        db.commit_record(make_record(config={"c": 2}, reference_seconds=1e-3, ratio=0.9))
+        assert old.ratio is None and old.seconds == make_record().seconds
+        assert len(db.records()) == 2
+    con = sqlite3.connect(db_path)
+    try:
+        version = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    finally:
+        con.close()
+    assert version == (str(SCHEMA_VERSION),)
