@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,3 +143,17 @@ class TuningRecord:
         if not isinstance(data, dict):
             raise DatabaseError("tuning record JSON must be an object")
         return cls.from_dict(data)
+
+
+def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
+    """The one rule for "best": a record's time relative to the paired reference.
+
+    Records timed beside a reference rank by their ratio to it, which the host's drift does
+    not move; records timed alone (older versions, or no reference) are put on the same
+    scale by the median reference time of the others. Without any ratio, seconds rank.
+    """
+    references = [r.reference_seconds for r in records if r.ratio is not None]
+    if not references:
+        return lambda r: r.seconds
+    scale = statistics.median(references)
+    return lambda r: r.ratio if r.ratio is not None else r.seconds / scale

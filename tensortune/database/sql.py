@@ -14,9 +14,8 @@ import contextlib
 import hashlib
 import json
 import os
-import statistics
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..errors import DatabaseError
 from .database import Database
-from .record import JSON_FIELDS, TuningRecord, canonical_json, current_version
+from .record import JSON_FIELDS, TuningRecord, canonical_json, current_version, rank_score
 
 #: Bump when the table layout changes; `MIGRATIONS` brings older files up to date, and
 #: files from a newer tensortune are refused.
@@ -125,20 +124,6 @@ def _from_row(row: Any) -> TuningRecord:
     for name in JSON_FIELDS:
         data[name] = json.loads(data[name])
     return TuningRecord(**data)
-
-
-def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
-    """The one rule for "best": a record's time relative to the paired reference.
-
-    Records timed beside a reference rank by their ratio to it, which the host's drift does
-    not move; records timed alone (older versions, or no reference) are put on the same
-    scale by the median reference time of the others. Without any ratio, seconds rank.
-    """
-    references = [r.reference_seconds for r in records if r.ratio is not None]
-    if not references:
-        return lambda r: r.seconds
-    scale = statistics.median(references)
-    return lambda r: r.ratio if r.ratio is not None else r.seconds / scale
 
 
 def _describe(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -91,6 +92,7 @@ def time_paired(
     confidence: float = 0.9,
     watch: Callable[[], Callable[[], bool]] | None = None,
     max_disturbed: int = 10,
+    max_seconds: float = math.inf,
 ) -> PairedTiming:
     """Time CANDIDATE and REFERENCE in alternating blocks until their ratio is known well enough.
 
@@ -101,18 +103,21 @@ def time_paired(
 
     `watch()` is called as a round starts and returns a check that says, as it ends, whether
     the host disturbed it (see `measure.host`); a disturbed round is timed again, up to
-    `max_disturbed` times in all, after which rounds are kept as they come.
+    `max_disturbed` times in all, after which rounds are kept as they come. Past `max_seconds`
+    of wall time, rounds are kept as they come and the timing ends at `min_rounds`.
     """
     if min_rounds < 1 or max_rounds < min_rounds:
         raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
     cand: list[float] = []
     ref: list[float] = []
     disturbed = 0
+    deadline = time.monotonic() + max_seconds
     while True:
         order = (CANDIDATE, REFERENCE) if len(cand) % 2 == 0 else (REFERENCE, CANDIDATE)
         check = watch() if watch is not None else None
         times = {which: time_block(which) for which in order}
-        if check is not None and check() and disturbed < max_disturbed:
+        in_time = time.monotonic() < deadline
+        if check is not None and check() and disturbed < max_disturbed and in_time:
             disturbed += 1
             continue
         cand.append(times[CANDIDATE])
@@ -121,7 +126,8 @@ def time_paired(
         if len(cand) >= max_rounds:
             return timing
         narrow = timing.high - timing.low <= rel_width * timing.ratio
-        if len(cand) >= min_rounds and (timing.decided(threshold) or narrow):
+        late = time.monotonic() > deadline
+        if len(cand) >= min_rounds and (timing.decided(threshold) or narrow or late):
             return timing
 
 

@@ -342,6 +342,8 @@ class Runner:
                 "min_rounds": self.paired_rounds[0],
                 "max_rounds": self.paired_rounds[1],
                 "threshold": request.threshold,
+                # time left over is the margin that keeps a slow host from timing it out
+                "max_seconds": self.timeout / 3,
             },
         }
 

@@ -12,6 +12,7 @@ import faulthandler
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from .timer import calibrate_number, time_function
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Load, check and time one candidate; returns ``{"spread", "number"}`` or an error."""
+    started = time.monotonic()
     args = [ArgSpec(a["name"], tuple(a["shape"]), a["dtype"], a["role"]) for a in job["args"]]
     kernel = Kernel(job["library"], job["name"], args)
     inputs = [np.load(path) for path in job["inputs"]]
@@ -52,7 +54,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         kernel.packed_address, pointers, job["min_repeat_seconds"], timer=timer
     )
     if job.get("baseline") is not None:
-        return _time_paired(job, (kernel, pointers, number), inputs, args, timer)
+        budget = job["paired"]["max_seconds"] - (time.monotonic() - started)
+        return _time_paired(job, (kernel, pointers, number), inputs, args, timer, budget)
     spread = time_function(
         kernel.packed_address,
         pointers,
@@ -71,6 +74,7 @@ def _time_paired(
     inputs: list[np.ndarray],
     args: list[ArgSpec],
     timer: Path,
+    budget: float,
 ) -> dict[str, Any]:
     """Time the candidate in alternation with the job's baseline kernel (see measure.paired)."""
     baseline = Kernel(job["baseline"]["library"], job["baseline"]["name"], args)
@@ -94,7 +98,7 @@ def _time_paired(
         before = host.sample()
         return lambda: host.disturbance(before, host.sample()).disturbed()
 
-    paired = job["paired"]
+    paired = {**job["paired"], "max_seconds": budget}
     timing = time_paired(block, watch=watch, **paired)
     return {
         "spread": list(timing.candidate_seconds),

@@ -126,3 +126,11 @@ def test_disturbed_rounds_are_timed_again_not_kept() -> None:
     assert timing.disturbed > 0
     assert max(timing.reference_seconds) < 2.0  # no kept round ran beside the neighbour
     assert timing.ratio == pytest.approx(0.9, rel=0.05)
+
+
+def test_a_time_budget_ends_the_rounds() -> None:
+    host = SimulatedHost(5)
+    timing = time_paired(
+        lambda which: host.block(1.0), max_seconds=0.0, rel_width=0.0, watch=lambda: lambda: True
+    )
+    assert (timing.rounds, timing.disturbed) == (5, 0)
