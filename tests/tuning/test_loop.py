@@ -259,3 +259,21 @@ def test_tt_tune_stays_callable_after_the_tuning_modules_are_imported(tmp_path):
     assert callable(tt.tune)
     result = tt.tune(SPEC, trials=0, strategy="random", db=tmp_path / "t.db")
     assert result.workload == SPEC and result.trials == 0
+
+
+def test_candidates_are_timed_beside_the_default_which_is_always_a_finalist(tmp_path, target):
+    spec = "matmul:M=32,N=48,K=32"
+    db = tmp_path / "paired.db"
+    result = tt.tune(spec, trials=4, strategy="random", db=db, seed=3, target=target)
+    default = tuner.design_space(tt.workload(spec), target).default
+    with open_database(db) as database:
+        records = [r for r in database.records() if r.ok]
+        best = database.best(result.workload, result.target)
+    assert records and all(r.ratio is not None and r.reference_seconds for r in records)
+    finals = [r for r in records if r.strategy == CONFIRM]
+    assert any(r.config == default for r in finals), "the default is re-timed as a finalist"
+    assert sum(r.config == default for r in records) >= 3
+    default_ratios = sorted(r.ratio for r in records if r.config == default)
+    assert best is not None and best.ratio <= default_ratios[len(default_ratios) // 2]
+    assert result.ratio_to_default == best.ratio
+    assert result.best_seconds == best.seconds
