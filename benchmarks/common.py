@@ -80,6 +80,36 @@ def measure(contenders: list[Contender], repeat: int = 5, rounds: int = 6) -> di
     return best
 
 
+def rounds_of(
+    contenders: list[Contender], rounds: int = 10, repeat: int = 5
+) -> dict[str, list[float]]:
+    """Each contender's median seconds per call in each of `rounds` interleaved rounds.
+
+    Contenders take turns in short blocks, the order rotating each round, so that a ratio taken
+    within one round compares two kernels under the same host speed (see `paired_ratio`).
+    """
+    times: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for r in range(rounds):
+        shift = r % len(contenders)
+        for c in contenders[shift:] + contenders[:shift]:
+            timer = c.timer or python_timer(c.run)
+            times[c.name].append(statistics.median(timer(repeat)))
+            time.sleep(PAUSE_SECONDS / 3)
+    return times
+
+
+def paired_ratio(times: dict[str, list[float]], a: str, b: str) -> float:
+    """Median over rounds of a's time over b's, which the host's drift does not move."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+
+
+def noise(times: dict[str, list[float]], a: str, b: str) -> float:
+    """Half the interquartile range of the per-round ratios, relative to their median."""
+    ratios = sorted(x / y for x, y in zip(times[a], times[b], strict=True))
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return (q3 - q1) / 2 / statistics.median(ratios)
+
+
 def openblas_info() -> str:
     try:
         from threadpoolctl import threadpool_info
@@ -137,3 +167,8 @@ def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> N
     err = float(np.abs(got - want).max())
     if err > rtol * scale * 10:
         raise SystemExit(f"{name}: WRONG RESULT (max abs error {err:.3g}); not timing it")
+
+
+def as_array(x) -> np.ndarray:
+    """A peer's output (a torch tensor or anything array-like) as a NumPy array."""
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)

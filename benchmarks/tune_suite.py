@@ -136,7 +136,7 @@ def main() -> None:
         ]
         peers = peers_for(wl, inputs, args.threads)
         for name, fn in peers.items():
-            common.check(f"{spec} [{name}]", _array(fn()), out, rtol=1e-3)
+            common.check(f"{spec} [{name}]", common.as_array(fn()), out, rtol=1e-3)
             contenders.append(common.Contender(name, fn))
         best = common.measure(contenders, repeat=args.repeat, rounds=args.rounds)
         line = common.row(spec, best["ours"], {p: best.get(p) for p in peer_names}, wl.flops)
@@ -156,14 +156,6 @@ def main() -> None:
             lines.append(msg)
             print(msg, flush=True)
     print("\n".join(["", *lines]))
-
-
-def _array(x):
-    import numpy as np
-
-    if hasattr(x, "numpy"):
-        return x.numpy()
-    return np.asarray(x)
 
 
 if __name__ == "__main__":
