@@ -2,8 +2,9 @@
 
 Models predict a *score* (higher = predicted faster) rather than seconds, because search only
 needs a ranking and rankings transfer across workloads whose absolute runtimes differ by orders
-of magnitude. Costs are seconds; ``math.inf`` marks a failed candidate (build error, crash,
-timeout) and always counts as the worst.
+of magnitude. Costs are times — from the tuner, ratios to the template default timed beside
+each candidate, which the host's drift does not move; ``math.inf`` marks a failed candidate
+(build error, crash, timeout) and always counts as the worst.
 """
 
 from __future__ import annotations

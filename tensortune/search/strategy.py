@@ -28,7 +28,8 @@ ENUMERATE_LIMIT = 200_000
 
 
 class SearchStrategy(ABC):
-    """Proposes configs of ``space`` to measure and learns from their costs (seconds).
+    """Proposes configs of ``space`` to measure and learns from their costs: times, or (as the
+    tuner reports them) times relative to a reference kernel timed beside each candidate.
 
     Subclasses implement ``_ask`` (and usually ``_tell``) and take their options as keyword-only
     ``__init__`` parameters, which ``make_strategy`` checks by name.
@@ -66,7 +67,7 @@ class SearchStrategy(ABC):
         return out
 
     def tell(self, configs: Sequence[Mapping[str, Any]], costs: Sequence[float]) -> None:
-        """Report measured costs in seconds (``math.inf`` or NaN for failed candidates)."""
+        """Report measured costs (``math.inf`` or NaN for failed candidates)."""
         if len(configs) != len(costs):
             raise ValueError(f"tell got {len(configs)} configs but {len(costs)} costs")
         clean: list[tuple[Config, float]] = []
@@ -75,7 +76,7 @@ class SearchStrategy(ABC):
             if math.isnan(value):
                 value = math.inf
             if value < 0:
-                raise ValueError(f"cost {value} is negative; costs are seconds")
+                raise ValueError(f"cost {value} is negative; costs are (relative) times")
             self.space.validate(config)
             clean.append((dict(config), value))
         for config, value in clean:
