@@ -3,10 +3,18 @@ in an isolated worker, commit every measurement at once, tell the strategy, repe
 
 A rerun of the same tune resumes: records already in the database for this workload and target
 are told to the strategy first (so it never proposes them again) and count toward the budget.
+
+Tuners sharing a database share the work: each claims a config before measuring it (a claim row
+that expires, so a tuner that died frees its configs) and skips configs another tuner holds or
+has measured; records the others commit are told to the strategy and count toward the budget
+like a resumed run's. Their timings never overlap (see `measure.runner`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
 import math
 import os
 import socket
@@ -17,18 +25,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..database import Database, open_database
-from ..database.record import TuningRecord
+from ..database.record import TuningRecord, canonical_json
 from ..errors import TensorTuneError
 from ..measure.builder import build_candidates
 from ..measure.result import MeasureResult
-from ..measure.runner import Runner, RunRequest
+from ..measure.runner import Check, Runner, RunRequest
 from ..pipeline import arg_specs, build_source, schedule_flags
 from ..search.registry import make_tuning_strategy
+from ..search.strategy import SearchStrategy
+from ..space import SearchSpace
 from ..space.registry import design_space
 from ..space.template import DesignSpace
 from ..target import Target
+from ..version import __version__
 from ..workload import Workload
 from ..workload import workload as parse_workload
+from .apply import ranked_records, valid_records
 from .result import TuneResult
 
 Progress = Callable[["TuneState"], None]
@@ -37,6 +49,9 @@ CONFIRM = "confirm"
 """Strategy of the re-measurements that pick the winner; they are not trials."""
 CONFIRM_TOP = 4
 CONFIRM_ROUNDS = 2
+CLAIM_MARGIN = 600.0
+"""Seconds a batch's claims outlive twice its timeouts (builds, worker start-ups, waits for the
+timing lock); a tuner that dies holding claims frees those configs after this long."""
 
 
 @dataclass
@@ -81,6 +96,8 @@ class _Session:
     state: TuneState
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     start: float = field(default_factory=time.perf_counter)
+    known: set[str] = field(default_factory=set)
+    """config_keys of the records this run has committed or been told of."""
 
     def count(self, seconds: float | None, error: str | None) -> None:
         st = self.state
@@ -98,20 +115,56 @@ class _Session:
     def commit(self, config: dict, trace: list, res: MeasureResult, confirm: bool = False) -> None:
         if not confirm:
             self.count(res.seconds, res.error_kind)
-        self.database.commit_record(
-            record_of(
-                self.wl.name,
-                self.target_key,
-                config,
-                trace,
-                res,
-                strategy=CONFIRM if confirm else self.strategy,
-                trial=self.state.trials_done,
-                tuning_seconds=self.state.elapsed,
-                run_id=self.run_id,
-                machine=_machine(),
-            )
+        rec = record_of(
+            self.wl.name,
+            self.target_key,
+            config,
+            trace,
+            res,
+            strategy=CONFIRM if confirm else self.strategy,
+            trial=self.state.trials_done,
+            tuning_seconds=self.state.elapsed,
+            run_id=self.run_id,
+            machine=_machine(),
         )
+        self.database.commit_record(rec)
+        self.known.add(rec.config_key)
+
+    def catch_up(self, search: SearchStrategy, space: SearchSpace) -> None:
+        """Tell the strategy, and count, the records this run has not seen: an earlier run's (a
+        rerun resumes) and those another tuner on the database committed meanwhile."""
+        db, wl, key = self.database, self.wl.name, self.target_key
+        if db.measured_keys(wl, key) <= self.known:
+            return
+        fresh = [r for r in db.records(wl, key) if r.config_key not in self.known]
+        self.known.update(r.config_key for r in fresh)
+        told = [r for r in fresh if r.strategy != CONFIRM and space.is_valid(r.config)]
+        if told:
+            search.tell([r.config for r in told], [_cost(r.seconds) for r in told])
+            for r in told:
+                self.count(r.seconds, r.error)
+
+    def claim(self, configs: list[dict], ttl: float) -> list[dict]:
+        """The configs this run now holds the claim on and nobody has measured yet; another
+        tuner is measuring, or has measured, the others."""
+        db, wl, key = self.database, self.wl.name, self.target_key
+        mine = []
+        for config in configs:
+            config_key = canonical_json(config)
+            if not db.claim(wl, key, config_key, owner=self.run_id, ttl=ttl):
+                continue
+            if db.has(wl, key, config_key):
+                db.release(wl, key, config_key, owner=self.run_id)
+            else:
+                mine.append(config)
+        return mine
+
+    def release(self, configs: list[dict]) -> None:
+        """Drop this run's claims on `configs`."""
+        for config in configs:
+            self.database.release(
+                self.wl.name, self.target_key, canonical_json(config), owner=self.run_id
+            )
 
 
 def record_of(
@@ -156,16 +209,8 @@ def tune(
     database = open_database(db)
     state = TuneState(wl.name, 0, trials, None, None, 0, 0.0)
     session = _Session(wl, str(target), strategy, database, state)
-    previous = [
-        r
-        for r in database.records(wl.name, str(target))
-        if r.strategy != CONFIRM and ds.space.is_valid(r.config)
-    ]
-    if previous:  # resume: the strategy never proposes these again, and they count
-        search.tell([r.config for r in previous], [_cost(r.seconds) for r in previous])
-        for r in previous:
-            session.count(r.seconds, r.error)
-        state.since_best = 0
+    session.catch_up(search, ds.space)  # resume: these are never proposed again, and they count
+    state.since_best = 0
     inputs = wl.random_inputs(seed or 0)
     reference = wl.reference(inputs)
     scale = max(1.0, float(max(abs(r).max() for r in _as_tuple(reference))))
@@ -175,21 +220,29 @@ def tune(
                 break
             if early_stop is not None and state.since_best >= early_stop:
                 break
-            configs = search.ask(min(batch_size, trials - state.trials_done))
-            if not configs:
+            asked = search.ask(min(batch_size, trials - state.trials_done))
+            if not asked:
                 break  # the space is exhausted
+            configs = session.claim(asked, ttl=CLAIM_MARGIN + 2 * timeout * len(asked))
             costs = [math.inf] * len(configs)
 
             def measured(index: int, trace: list, res: MeasureResult, configs=configs, costs=costs):
                 session.commit(configs[index], trace, res)
+                session.release([configs[index]])
                 costs[index] = _cost(res.seconds)
                 if progress:
                     progress(state)
 
-            measure_configs(ds, configs, target, runner, inputs, reference, measured)
+            try:
+                measure_configs(ds, configs, target, runner, inputs, reference, measured)
+            except BaseException:
+                with contextlib.suppress(TensorTuneError):  # the error in flight says more
+                    session.release(configs)  # other tuners may measure them now
+                raise
             search.tell(configs, costs)
+            session.catch_up(search, ds.space)
         _confirm(session, ds, target, runner, inputs, reference)
-    best_rec = database.best(wl.name, str(target))
+    best_rec = next(iter(_valid_top(session, ds, 1)), None)
     if database is not db:  # a Database the caller passed in stays open for the caller
         database.close()
     return TuneResult(
@@ -210,9 +263,9 @@ def _confirm(session: _Session, ds: DesignSpace, target: Target, runner: Runner,
     measurements. The database ranks a config by its median measurement, so the winner is
     the config that is fast, not the one timed at the shared machine's luckiest moment."""
     db, wl, key = session.database, session.wl.name, session.target_key
-    top = db.top_k(wl, key, CONFIRM_TOP)
+    top = _valid_top(session, ds, CONFIRM_TOP)
     for round_ in range(CONFIRM_ROUNDS):
-        times = Counter(r.config_key for r in db.records(wl, key) if r.ok)
+        times = Counter(r.config_key for r in db.records(wl, key, version=__version__) if r.ok)
         todo = [r.config for r in top if times[r.config_key] < round_ + 2]
         if todo:
             measure_configs(
@@ -223,6 +276,13 @@ def _confirm(session: _Session, ds: DesignSpace, target: Target, runner: Runner,
                 *data,
                 lambda i, trace, res, todo=todo: session.commit(todo[i], trace, res, confirm=True),
             )
+
+
+def _valid_top(session: _Session, ds: DesignSpace, k: int) -> list[TuningRecord]:
+    """The k fastest configs that validate as ``compile`` checks them: a stale or foreign record
+    in a shared database is never re-measured nor reported as the winner."""
+    ranked = ranked_records(session.database, session.wl.name, session.target_key)
+    return [rec for rec, _ in itertools.islice(valid_records(ds, ranked), k)]
 
 
 def measure_configs(
@@ -256,13 +316,28 @@ def measure_configs(
             )
             continue
         request = RunRequest(
-            lib, func.name, arg_specs(func), tuple(inputs), reference, build_seconds
+            lib,
+            func.name,
+            arg_specs(func),
+            tuple(inputs),
+            reference,
+            build_seconds,
+            (special_check(ds.workload),),
         )
         runnable.append((index, trace, request))
     runner.run(
         [r for _, _, r in runnable],
         lambda k, res: on_result(runnable[k][0], runnable[k][1], res),
     )
+
+
+@functools.lru_cache(maxsize=4)
+def special_check(wl: Workload) -> Check:
+    """Inputs with NaN and infinities and NumPy's outputs on them, which every candidate must
+    reproduce (inputs in [-1, 1) alone let a kernel that drops NaN win); computed once per
+    workload."""
+    inputs = tuple(wl.special_inputs())
+    return Check(inputs, _as_tuple(wl.reference(inputs)), "inputs with NaN and +-inf")
 
 
 def _as_tuple(x) -> tuple:
