@@ -7,7 +7,9 @@
     tensortune compile matmul:M=256,N=256,K=256 --emit-c
 
 Every command takes ``--db`` (default: ``$TENSORTUNE_DB`` or the user cache directory), so
-commands run one after another share their results. Bad input (a malformed spec, an unknown
+commands run one after another share their results. Only ``tune`` writes to it; the others open
+it read-only, so they work on read-only media and never wait for a running tuner. A writer waits
+at most ``$TENSORTUNE_DB_LOCK_TIMEOUT`` seconds (default 5) for another one's lock. Bad input (a malformed spec, an unknown
 strategy, an unreadable database...) is reported as one ``error: ...`` line on stderr with exit
 status 2; set ``TENSORTUNE_DEBUG=1`` to get the traceback instead.
 
@@ -27,11 +29,12 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import StrategyError, TensorTuneError
+from .errors import MissingDependency, StrategyError, TensorTuneError
 from .version import __version__
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -208,14 +211,15 @@ def _is_path(location: str) -> bool:
 
 
 def _open_existing(db: str | None):
-    """Open a database that must already exist (read-only commands never create one)."""
+    """Open a database that must already exist, read-only: querying never creates or locks
+    anything, so it works on read-only media and while a tuner writes."""
     from .database import open_database
 
     location = _db_location(db)
     if _is_path(location) and not Path(location).expanduser().exists():
         hint = "run 'tensortune tune' first" if db is None else "check the path"
         raise CLIError(f"no tuning database at '{location}' ({hint})")
-    return open_database(location)
+    return open_database(location, readonly=True)
 
 
 def _target(threads: int | None):
@@ -245,6 +249,13 @@ def _fmt_config(config: dict[str, Any] | None, sep: str = ", ") -> str:
     if not config:
         return "-"
     return sep.join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def _esc(text: object) -> str:
+    """Text from a record or the user, safe to print with rich (``[/x]`` is not markup)."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def _flops_of(name: str, cache: dict[str, float | None]) -> float | None:
@@ -299,8 +310,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     live = console.is_terminal
     if not args.json and already:
         summary.print(
-            f"resuming: {already} measurement(s) of {wl.name} on {target} "
-            f"already in {_shown(location)}"
+            f"resuming: {already} measurement(s) of {_esc(wl.name)} on {_esc(target)} "
+            f"already in {_esc(_shown(location))}"
         )
 
     kwargs = {
@@ -365,7 +376,7 @@ class _TuneProgress:
             transient=False,
         )
         self.task = self.progress.add_task(
-            workload, total=max(total, already), completed=already, best="-", errors=0
+            _esc(workload), total=max(total, already), completed=already, best="-", errors=0
         )
 
     def __enter__(self) -> _TuneProgress:
@@ -386,7 +397,9 @@ class _TuneProgress:
 
 
 def _print_tune_summary(console, result, location: str, strategy: str) -> None:
-    console.print(f"[bold]{result.workload}[/] on {result.target} ({strategy} search)")
+    console.print(
+        f"[bold]{_esc(result.workload)}[/] on {_esc(result.target)} ({_esc(strategy)} search)"
+    )
     console.print(f"  trials:    {result.trials} (tuning time {result.tuning_seconds:.1f} s)")
     if result.best_seconds is None:
         console.print("  best:      [red]no candidate ran successfully[/]")
@@ -395,13 +408,13 @@ def _print_tune_summary(console, result, location: str, strategy: str) -> None:
             f"  best:      {_fmt_seconds(result.best_seconds)}, "
             f"{_fmt_gflops(result.gflops)} GFLOP/s"
         )
-        console.print(f"  config:    {_fmt_config(result.best_config)}", soft_wrap=True)
+        console.print(f"  config:    {_esc(_fmt_config(result.best_config))}", soft_wrap=True)
     if result.errors:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.errors_by_kind.items()))
         console.print(f"  failures:  {result.errors}" + (f" ({kinds})" if kinds else ""))
     else:
         console.print("  failures:  none")
-    console.print(f"  database:  {location}", soft_wrap=True)
+    console.print(f"  database:  {_esc(location)}", soft_wrap=True)
 
 
 # -- best ----------------------------------------------------------------------------------------
@@ -450,11 +463,13 @@ def cmd_best(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     console = _console()
-    console.print(f"[bold]{best.workload}[/] on {best.target}")
+    console.print(f"[bold]{_esc(best.workload)}[/] on {_esc(best.target)}")
     console.print(f"  time:    {_fmt_seconds(best.seconds)}")
     console.print(f"  GFLOP/s: {_fmt_gflops(gflops)}")
-    console.print(f"  config:  {_fmt_config(best.config)}", soft_wrap=True)
-    console.print(f"  found by {best.strategy or '?'} search (run {best.run_id or '?'})")
+    console.print(f"  config:  {_esc(_fmt_config(best.config))}", soft_wrap=True)
+    console.print(
+        f"  found by {_esc(best.strategy or '?')} search (run {_esc(best.run_id or '?')})"
+    )
     return EXIT_OK
 
 
@@ -493,11 +508,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     flops: dict[str, float | None] = {}
     names = {r.workload for r in records}
     targets = {r.target for r in records}
-    title = f"{len(records)} measurement(s) in {_shown(location)}"
+    title = f"{len(records)} measurement(s) in {_esc(_shown(location))}"
     if len(names) == 1:
-        title = f"{title}\nworkload {next(iter(names))}"
+        title = f"{title}\nworkload {_esc(next(iter(names)))}"
     if len(targets) == 1:
-        title = f"{title}, target {next(iter(targets))}"
+        title = f"{title}, target {_esc(next(iter(targets)))}"
     table = Table(title=title)
     columns = [("#", "right")]
     columns += [("workload", "left")] if len(names) > 1 else []
@@ -509,9 +524,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     for rec in records:
         f = _flops_of(rec.workload, flops)
         row = [str(rec.trial)]
-        row += [rec.workload] if len(names) > 1 else []
-        row += [rec.target] if len(targets) > 1 else []
-        row += [rec.strategy, _fmt_config(rec.config, " "), _fmt_seconds(rec.seconds)]
+        row += [_esc(rec.workload)] if len(names) > 1 else []
+        row += [_esc(rec.target)] if len(targets) > 1 else []
+        row += [_esc(rec.strategy), _esc(_fmt_config(rec.config, " ")), _fmt_seconds(rec.seconds)]
         row += [_fmt_gflops(_gflops(f, rec.seconds) if f else None)]
         row += ["[green]ok[/]" if rec.ok else f"[red]{rec.error}[/]"]
         table.add_row(*row)
@@ -526,7 +541,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         from matplotlib.figure import Figure  # noqa: F401 (checked before any work)
     except ImportError:
-        raise CLIError("the report needs matplotlib: pip install 'tensortune[tune]'") from None
+        raise MissingDependency(
+            'the report needs matplotlib: pip install "tensortune[tune]"'
+        ) from None
     location = _db_location(args.db)
     with _open_existing(args.db) as database:
         records = database.records()
@@ -621,6 +638,11 @@ def _failure_breakdown(recs) -> str:
     return " (" + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) + ")"
 
 
+def _no_math(text: str) -> str:
+    """Record text for matplotlib, which would parse ``$...$`` in it as (possibly bad) math."""
+    return text.replace("$", r"\$")
+
+
 def _curve_png(name: str, target: str, recs, flops: float | None) -> str:
     """Best-so-far GFLOP/s vs trial, one line per (strategy, run_id), as base64 PNG."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -645,12 +667,12 @@ def _curve_png(name: str, target: str, recs, flops: float | None) -> str:
                 best = value
             xs.append(rec.trial if rec.trial > 0 else i)
             ys.append(best)
-        label = f"{strategy or 'unknown'} (run {run_id[:8] or '?'})"
+        label = _no_math(f"{strategy or 'unknown'} (run {run_id[:8] or '?'})")
         if all(math.isnan(y) for y in ys):
             label += ", no success"
         ax.plot(xs, ys, drawstyle="steps-post", marker="o", markersize=3, label=label)
         drawn += 1
-    ax.set_title(f"{name} on {target}", fontsize=10)
+    ax.set_title(_no_math(f"{name} on {target}"), fontsize=10)
     ax.set_xlabel("trial")
     ax.set_ylabel("best GFLOP/s so far" if flops else "best GFLOP/s so far (FLOPs unknown)")
     ax.grid(True, alpha=0.3)
@@ -677,9 +699,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     missing = _is_path(location) and not Path(location).expanduser().exists()
     # A database that does not exist yet is not created just to find nothing in it.
     source_db = "sqlite://" if missing else location
-    with open_database(source_db) as database:
+    with open_database(source_db, readonly=not missing) as database:
         best = database.best(wl.name, str(target))
-    kernel = compile_tuned(wl, source_db, target)
+        kernel = compile_tuned(wl, database, target)
     if args.emit_c:
         sys.stdout.write(kernel.source if kernel.source.endswith("\n") else kernel.source + "\n")
         return EXIT_OK
@@ -697,13 +719,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
 # -- entry point ---------------------------------------------------------------------------------
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
     more = " (more with TENSORTUNE_DEBUG=1)" if len(lines) > 1 else ""
     return lines[0] + more
+
+
+def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
+    """A warning (e.g. a skipped database record) as one ``warning: ...`` line on stderr."""
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -713,6 +740,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command, turning tensortune's own errors into one ``error:`` line."""
     debug = bool(os.environ.get("TENSORTUNE_DEBUG"))
     try:
         return args.run(args)

@@ -42,3 +42,22 @@ class DatabaseError(TensorTuneError):
 
 class StrategyError(TensorTuneError, ValueError):
     """A search strategy was asked for by an unknown name or with options it does not take."""
+
+
+class ConfigError(TensorTuneError, ValueError):
+    """A config is not a point of its design space (unknown knob, value not among the knob's
+    choices, constraint violated), or a stored record does not match the config it holds."""
+
+
+class RecordWarning(UserWarning):
+    """A tuning record failed validation and was skipped (a database is shared, untrusted data)."""
+
+
+class MissingDependency(TensorTuneError, ImportError):
+    """An optional package a feature needs is not installed (the message says how to get it)."""
+
+
+class EnvironmentFailure(TensorTuneError):
+    """The machine failed, not the candidate: no working C compiler, an unwritable or full kernel
+    cache, a worker that cannot start. Tuning stops and records nothing against the config, so a
+    rerun in a working environment measures it."""

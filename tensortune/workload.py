@@ -3,11 +3,18 @@
 A spec such as ``matmul:M=512,N=512,K=512`` is parsed into a ``Workload`` holding the DSL program
 (built from ``tensortune.ops``) and a canonical name that re-serialises every parameter, defaults
 included, in a fixed order, so equal programs always get the same key in the tuning database.
+
+Specs come from users, scripts and shared databases, so parsing bounds what a spec may ask for
+before anything is allocated: every dimension is at most ``MAX_DIM``, every tensor at most
+``MAX_ELEMENTS`` elements, and the inputs and outputs together at most ``max_bytes()`` bytes
+(16 GiB unless the ``TENSORTUNE_MAX_BYTES`` environment variable says otherwise, e.g. ``64G``).
+Tensors of 2^31 elements or more are allowed; their kernels index in 64 bits.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +28,18 @@ from .te.expr import FLOAT_DTYPES
 from .te.reference import NUMPY_DTYPES, evaluate
 
 EPILOGUES = ("bias+relu", "bias+gelu", "relu")
+SPECIAL_SPOTS = 6
+"""Random elements of each float input `Workload.special_inputs` sets to NaN or an infinity."""
+
+MAX_DIM = 2**31 - 1
+"""Largest value of any integer key: one dimension's indices stay within a C ``int``."""
+MAX_ELEMENTS = 2**40
+"""Most elements one tensor may hold, whatever the memory limit: 64-bit offsets into it (and the
+products computed on the way to them) stay far from overflow."""
+DEFAULT_MAX_BYTES = 16 * 1024**3
+"""Most bytes a workload's inputs and outputs may take together unless the environment says."""
+MAX_BYTES_ENV_VAR = "TENSORTUNE_MAX_BYTES"
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 Param = int | str
 
@@ -72,6 +91,21 @@ class Workload:
                 arrays.append(rng.integers(-8, 8, t.shape).astype(dtype))
         return arrays
 
+    def special_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """`random_inputs` with NaN, +inf and -inf planted in every float input, at its first and
+        last element and a few random ones. NumPy defines the result there whatever the order of
+        a sum or a max (NaN anywhere gives NaN, +inf with -inf gives NaN, one sign of infinity
+        gives that infinity), so a kernel must reproduce it exactly."""
+        rng = np.random.default_rng(seed + 1)
+        arrays = self.random_inputs(seed)
+        for array in arrays:
+            if array.dtype.kind == "f":
+                flat = array.reshape(-1)
+                random_spots = rng.integers(0, flat.size, SPECIAL_SPOTS)
+                spots = np.unique(np.concatenate(([0, flat.size - 1], random_spots)))
+                flat[spots] = np.resize([np.nan, np.inf, -np.inf], spots.size)
+        return arrays
+
     def reference(
         self, inputs: Sequence[np.ndarray] | Mapping[Tensor | str, np.ndarray]
     ) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -110,12 +144,23 @@ class _Key:
         if self.choices:
             by_case = {c.lower(): c for c in self.choices}
             if text.lower() not in by_case:
-                raise _Bad(f"{self.name} must be one of {', '.join(self.choices)}, got {text!r}")
+                raise _Bad(
+                    f"{self.name} must be one of {', '.join(self.choices)}, got {_shown(text)}"
+                )
             return by_case[text.lower()]
-        if not re.fullmatch(r"[0-9]+", text) or int(text) < self.minimum:
-            kind = "a positive" if self.minimum == 1 else "a non-negative"
-            raise _Bad(f"{self.name} must be {kind} integer, got {text!r}")
-        return int(text)
+        if not re.fullmatch(r"[0-9]+", text):
+            raise _Bad(f"{self.name} must be {self.kind} integer, got {_shown(text)}")
+        digits = text.lstrip("0") or "0"
+        # the length test first: int() refuses strings of thousands of digits
+        if len(digits) > len(str(MAX_DIM)) or int(digits) > MAX_DIM:
+            raise _Bad(f"{self.name} must be at most {MAX_DIM}, got {_shown(text)}")
+        if int(digits) < self.minimum:
+            raise _Bad(f"{self.name} must be {self.kind} integer, got {_shown(text)}")
+        return int(digits)
+
+    @property
+    def kind(self) -> str:
+        return "a positive" if self.minimum == 1 else "a non-negative"
 
 
 Built = tuple[tuple[Tensor, ...], tuple[Tensor, ...], float]
@@ -153,10 +198,10 @@ class _Op:
                 continue  # tolerate a trailing comma or an empty body
             key, eq, value = (s.strip() for s in item.partition("="))
             if not eq:
-                raise _Bad(f"{item.strip()!r} is not key=value")
+                raise _Bad(f"{_shown(item.strip())} is not key=value")
             spec_key = by_name.get(key.lower())
             if spec_key is None:
-                raise _Bad(f"unknown key {key!r}")
+                raise _Bad(f"unknown key {_shown(key)}")
             if spec_key.name in given:
                 raise _Bad(f"{spec_key.name} is given twice")
             given[spec_key.name] = spec_key.parse(value)
@@ -305,11 +350,66 @@ _OPS = {
 }
 
 
+def max_bytes() -> int:
+    """The most bytes a workload's inputs and outputs may take together: ``$TENSORTUNE_MAX_BYTES``
+    (bytes, or with a K, M, G or T suffix, binary) or 16 GiB."""
+    text = os.environ.get(MAX_BYTES_ENV_VAR, "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    match = re.fullmatch(r"([0-9]{1,20})\s*([KMGT]?)(?:i?B)?", text, re.IGNORECASE)
+    if match is None or int(match[1]) == 0:
+        raise SpecError(
+            f"{MAX_BYTES_ENV_VAR} must be a positive size such as 17179869184 or 16G, "
+            f"got {_shown(text)}"
+        )
+    return int(match[1]) * _UNITS[match[2].upper()]
+
+
+def _check_size(spec: str, tensors: Sequence[Tensor]) -> None:
+    """Refuse a program whose tensors could not be allocated, before anything is."""
+    limit = max_bytes()
+    budget, env = _bytes(limit), f"{MAX_BYTES_ENV_VAR} sets it"
+    too_large = f"workload {_shown(spec)} is too large"
+    sizes = {}
+    for t in tensors:
+        count, itemsize = math.prod(t.shape), np.dtype(NUMPY_DTYPES[t.dtype]).itemsize
+        most = min(MAX_ELEMENTS, limit // itemsize)
+        if count > most:
+            why = "the index limit" if most == MAX_ELEMENTS else f"{budget} of memory; {env}"
+            raise SpecError(
+                f"{too_large}: tensor {t.name} would hold {count:.1e} {t.dtype} elements "
+                f"({_bytes(count * itemsize)}); the limit is {most:.1e} elements ({why}); "
+                "use smaller dimensions"
+            )
+        sizes[t.name] = count * itemsize
+    if sum(sizes.values()) > limit:
+        each = ", ".join(f"{name} {_bytes(n)}" for name, n in sizes.items())
+        raise SpecError(
+            f"{too_large}: its tensors would take {_bytes(sum(sizes.values()))} together "
+            f"({each}); the limit is {budget} ({env}); use smaller dimensions"
+        )
+
+
+def _bytes(n: float) -> str:
+    """``n`` bytes for a person: 4.0 TiB."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    k = 0
+    while n >= 1024 and k < len(units) - 1:
+        n, k = n / 1024, k + 1
+    return f"{n:.1f} {units[k]}" if k else f"{n} B"
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for an error message, cut short so one line stays one line."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def workload(spec: str) -> Workload:
     """Parse a spec string such as ``conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1``.
 
     Keys may come in any order and any case, with spaces around them; every failure is one
-    SpecError naming the bad part and showing the accepted form. The canonical name lists every
+    SpecError naming the bad part and showing the accepted form, or the tensor that would not fit
+    in memory (see the module docstring for the limits). The canonical name lists every
     key with its default filled in; ``epilogue`` appears only when given.
     """
     if not isinstance(spec, str):
@@ -318,18 +418,30 @@ def workload(spec: str) -> Workload:
     op = _OPS.get(head.strip().lower())
     if op is None:
         raise SpecError(
-            f"bad workload spec {spec!r}: unknown op {head.strip()!r}; "
+            f"bad workload spec {_shown(spec)}: unknown op {_shown(head.strip())}; "
             f"known ops: {', '.join(sorted(_OPS))}"
         )
     try:
         params = op.resolve(op.parse(body))
         inputs, outputs, flops = op.build(params)
     except (_Bad, DSLError) as err:
-        raise SpecError(f"bad workload spec {spec!r}: {err}; accepted form: {op.form}") from None
+        raise SpecError(
+            f"bad workload spec {_shown(spec)}: {err}; accepted form: {op.form}"
+        ) from None
+    _check_size(spec, inputs + outputs)
     canonical_op = op.alias_of or op.name
     items = tuple((k, v) for k, v in params.items() if v is not None)
     name = f"{canonical_op}:" + ",".join(f"{k}={v}" for k, v in items)
     return Workload(name, canonical_op, items, inputs, outputs, flops)
 
 
-__all__ = ["EPILOGUES", "Workload", "workload"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "EPILOGUES",
+    "MAX_BYTES_ENV_VAR",
+    "MAX_DIM",
+    "MAX_ELEMENTS",
+    "Workload",
+    "max_bytes",
+    "workload",
+]

@@ -14,8 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import LoweringError
-from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, PrimFunc, Seq, Stmt, Store
+from ..ir.nodes import (
+    Allocate,
+    Buffer,
+    Comment,
+    For,
+    IfThen,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
 from ..ir.simplify import expr_range, linear_coeff, simplify
+from ..ir.width import needs_64bit_indices
 from ..te.expr import (
     FLOAT_DTYPES,
     Binary,
@@ -102,6 +114,9 @@ class CEmitter:
         self.in_parallel = False
         self.vec: _Vec | None = None
         self.assumed: set[Expr] = set()  # guards known true here (loop unswitching)
+        # the type of loop variables, hence of every index expression built from them
+        self.index_type = "int64_t" if needs_64bit_indices(func) else "int"
+        self.divmod64 = False  # whether the 64-bit floor division helpers are called
 
     # -- names -----------------------------------------------------------------------------------
     def declare(self, v: Var) -> str:
@@ -115,6 +130,9 @@ class CEmitter:
 
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
+
+    def comment(self, text: str) -> None:
+        self.line(f"/* {comment_text(text)} */")
 
     def use_vec(self, dtype: str, lanes: int, func: str | None = None) -> str:
         if dtype == "bool":  # boolean lanes are masks: 0 or -1 in int32 lanes
@@ -133,7 +151,7 @@ class CEmitter:
                 for x in stmts:
                     self.stmt(x)
             case Comment(text):
-                self.line(f"/* {text} */")
+                self.comment(text)
             case For():
                 self.loop(s)
             case IfThen(cond, body):
@@ -190,7 +208,7 @@ class CEmitter:
             self.line(
                 f"#pragma omp parallel for num_threads({self.func.num_threads}) schedule(static)"
             )
-        self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
+        self.line(f"for ({self.index_type} {name} = 0; {name} < {s.extent}; ++{name}) {{")
         saved, self.in_parallel = self.in_parallel, self.in_parallel or parallel
         self.nested(s.body)
         self.in_parallel = saved
@@ -225,7 +243,7 @@ class CEmitter:
         self.depth += 1
         self.line(f"{t} {acc} = tt_splat_{t}({identity});")
         self.ranges[s.var] = s.extent
-        self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
+        self.line(f"for ({self.index_type} {name} = 0; {name} < {s.extent}; ++{name}) {{")
         self.depth += 1
         self.vec, self.ranges[inner.var] = _Vec(inner.var, lanes), lanes
         try:
@@ -249,11 +267,11 @@ class CEmitter:
 
         Unrolled loops inside count as constants: each of their values gives one instance of
         the guard, all of which are hoisted."""
-        fors = [n for n in _stmts(s) if isinstance(n, For)]
+        fors = [n for n in walk_stmts(s) if isinstance(n, For)]
         unrolled = {n.var: n.extent for n in fors if n.kind == "unrolled" and n is not s}
         inner = {n.var for n in fors} - unrolled.keys()
         found: list[Expr] = []
-        for node in _stmts(s.body):
+        for node in walk_stmts(s.body):
             # the else-half of a tile the lowering unswitched is not a guard: hoisting a test
             # with its negation would make the fast version unreachable
             if (
@@ -298,7 +316,7 @@ class CEmitter:
         self.line("}")
 
     def plain_loop(self, s: For, name: str) -> None:
-        self.line(f"for (int {name} = 0; {name} < {s.extent}; ++{name}) {{")
+        self.line(f"for ({self.index_type} {name} = 0; {name} < {s.extent}; ++{name}) {{")
         self.nested(s.body)
         self.line("}")
 
@@ -325,7 +343,7 @@ class CEmitter:
             # a block of its own: an unrolled loop may emit the same tile more than once
             self.line("{")
             self.depth += 1
-            self.line(f"/* {buf.name}: {buf.dtype}{list(buf.shape)} held in registers */")
+            self.comment(f"{buf.name}: {buf.dtype}{list(buf.shape)} held in registers")
             for decl in regs.declarations():
                 self.line(decl)
             self.depth -= 1
@@ -339,7 +357,7 @@ class CEmitter:
         self.line("{")
         self.depth += 1
         if note:
-            self.line(f"/* {note} */")
+            self.comment(note)
         on_heap = nbytes > STACK_LIMIT_BYTES
         if on_heap:
             self.line(f"{ctype}* restrict {buf.name} = ({ctype}*)tt_alloc({nbytes});")
@@ -401,7 +419,9 @@ class CEmitter:
                         5,
                         parent,
                     )
-                helper = "tt_floordiv_i32" if op == "floordiv" else "tt_floormod_i32"
+                wide = self.index_type == "int64_t"
+                self.divmod64 |= wide
+                helper = f"tt_floor{'div' if op == 'floordiv' else 'mod'}_i{64 if wide else 32}"
                 return f"{helper}({self.expr(a)}, {self.expr(b)})"
             case Binary("floordiv", a, b, dt):
                 return f"floor{'f' if dt == 'float32' else ''}({self.expr(a)} / {self.expr(b)})"
@@ -661,16 +681,30 @@ class CEmitter:
         )
 
 
+# floor division and modulo of indices in kernels with 64-bit loop variables (the 32-bit helpers
+# would truncate their arguments)
+_DIVMOD64 = """\
+static inline int64_t tt_floordiv_i64(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t tt_floormod_i64(int64_t a, int64_t b) {
+  int64_t m = a % b;
+  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+}"""
+
+
 def generate_c(func: PrimFunc, header_comment: str = "") -> str:
     """The complete C translation unit for one kernel."""
     em = CEmitter(func)
     body = em.function()
-    helpers = [
+    helpers = [_DIVMOD64] if em.divmod64 else []
+    helpers += [
         vector_helpers(dt, lanes, funcs)
         for (dt, lanes), funcs in sorted(em.vec_used.items(), key=lambda kv: (kv[0][1], kv[0][0]))
         if not dt.startswith("int64") or True
     ]
-    comment = "".join(f" * {line}\n" for line in header_comment.splitlines())
+    comment = "".join(f" * {comment_text(line)}\n" for line in header_comment.splitlines())
     head = (
         f"/* Generated by tensortune.\n{comment} */\n"
         if comment
@@ -680,6 +714,17 @@ def generate_c(func: PrimFunc, header_comment: str = "") -> str:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+_COMMENT_SAFE = frozenset(map(chr, range(0x20, 0x7F))) - {"\\", "?"}
+
+
+def comment_text(text: str) -> str:
+    """``text`` made safe inside a C block comment: names and trace arguments reach comments and
+    may come from a shared database, so no ``*/`` can end the comment and no backslash-newline
+    (or ``??/`` trigraph) can splice lines; other characters are written as ``\\x<hex>``."""
+    escaped = "".join(c if c in _COMMENT_SAFE else f"\\x{ord(c):02x}" for c in text)
+    return escaped.replace("*/", "* /")
+
+
 def _mask_dtype(dtype: str) -> str:
     return {"float32": "int32", "float64": "int64", "bool": "int32"}.get(dtype, dtype)
 
@@ -733,17 +778,6 @@ def _flatten(s: Stmt, guards: tuple[Expr, ...]) -> list[tuple[tuple[Expr, ...], 
         case Comment():
             return []
     raise LoweringError(f"a vectorized loop must be innermost; found {type(s).__name__} inside it")
-
-
-def _stmts(s: Stmt):
-    """Every statement in a tree, pre-order."""
-    yield s
-    match s:
-        case Seq(stmts):
-            for x in stmts:
-                yield from _stmts(x)
-        case For(body=body) | IfThen(body=body) | Allocate(body=body):
-            yield from _stmts(body)
 
 
 def _negated(e: Expr) -> Expr | None:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import MissingDependency
 from .cost_model import CostModel, relative_log_throughput
 
 Objective = Literal["regression", "rank"]
@@ -22,8 +23,10 @@ SMALL_DATA = 32
 def _import_lightgbm() -> Any:
     try:
         import lightgbm
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("LGBMCostModel needs LightGBM: pip install tensortune[tune]") from e
+    except ImportError as e:
+        raise MissingDependency(
+            'the model search (LGBMCostModel) needs LightGBM: pip install "tensortune[tune]"'
+        ) from e
     return lightgbm
 
 

@@ -30,12 +30,18 @@ def default_db_path() -> str | Path:
     return Path(platformdirs.user_cache_dir("tensortune")) / "tuning.db"
 
 
-def open_database(db: str | os.PathLike[str] | Database | None = None) -> Database:
+def open_database(
+    db: str | os.PathLike[str] | Database | None = None, *, readonly: bool = False
+) -> Database:
     """A Database from a path, a SQLAlchemy URL, an open Database (returned as is) or None
-    (the default database, see ``default_db_path``)."""
+    (the default database, see ``default_db_path``).
+
+    ``readonly=True`` is for commands that only query: no file or table is created, no write
+    lock is taken, and read-only media work.
+    """
     if isinstance(db, Database):
         return db
-    return SQLDatabase(default_db_path() if db is None else db)
+    return SQLDatabase(default_db_path() if db is None else db, readonly=readonly)
 
 
 __all__ = [

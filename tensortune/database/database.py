@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import IO, TypeVar
 
 from ..errors import DatabaseError
-from .record import TuningRecord
+from .record import MAX_RECORD_CHARS, TuningRecord
 
 #: A filesystem path or an already-open text file.
 PathOrFile = str | os.PathLike[str] | IO[str]
@@ -101,6 +101,20 @@ class Database(ABC):
         """
 
     @abstractmethod
+    def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:
+        """Atomically take the claim on measuring this config; True if ``owner`` now holds it.
+
+        Concurrent tuners on one database claim a config before measuring it, so each config
+        is measured once. A claim is free when nobody holds it or its holder's ``ttl``
+        (seconds) has run out (a holder that died); its holder may renew it. Expiry uses
+        wall-clock time, so processes on different machines need roughly synchronised clocks.
+        """
+
+    @abstractmethod
+    def release(self, workload: str, target: str, config_key: str, *, owner: str) -> None:
+        """Drop ``owner``'s claim on this config (no-op if someone else holds it now)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release connections; later calls raise DatabaseError."""
 
@@ -120,7 +134,10 @@ class Database(ABC):
         name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", "")
         recs = []
         with _open_text(src, "r") as f:
-            for lineno, line in enumerate(f, 1):
+            # read at most one character past the limit: a huge line is refused (by
+            # from_json) without being held in memory whole
+            lines = iter(lambda: f.readline(MAX_RECORD_CHARS + 1), "")
+            for lineno, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
                 try:

@@ -22,9 +22,70 @@ ERROR_KINDS = ("compile", "crash", "timeout", "wrong_result", "runtime")
 JSON_FIELDS: dict[str, type] = {"config": dict, "trace": list, "spread": list, "machine": dict}
 
 
+#: Limits a record must respect, so a hostile or corrupt one (a shared database, an imported
+#: file) cannot exhaust recursion or memory, or garble a terminal: names are short printable
+#: strings and JSON values nest shallowly (a real trace nests 4 deep).
+MAX_NAME_CHARS = 1_000
+MAX_JSON_CHARS = 1_000_000
+MAX_RECORD_CHARS = 5_000_000  # one whole record as a JSON line
+MAX_JSON_DEPTH = 32
+MAX_ERROR_MSG_CHARS = 100_000
+MAX_TRIAL = 2**53  # exact in JSON and in every SQL integer column
+
+#: Name-like fields: printable strings of at most MAX_NAME_CHARS (the first two non-empty).
+NAME_FIELDS = ("workload", "target", "strategy", "run_id", "version")
+
+_TRUNCATED = "\n... (truncated)"
+
+
 def canonical_json(value: Any) -> str:
     """Compact, key-sorted JSON, so equal values always serialise to equal strings."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def load_json(text: object, what: str) -> Any:
+    """Parse stored JSON text, refusing oversized or deeply nested input with a DatabaseError."""
+    if not isinstance(text, str):
+        raise DatabaseError(f"{what} must be JSON text, got {type(text).__name__}")
+    if len(text) > MAX_RECORD_CHARS:
+        raise DatabaseError(f"{what} is longer than {MAX_RECORD_CHARS} characters")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise DatabaseError(f"{what} nests too deeply") from None
+    except ValueError as e:
+        raise DatabaseError(f"{what} is not valid JSON: {e}") from e
+
+
+def _check_tree(name: str, value: Any, printable: bool) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH (iteratively: no recursion to exhaust,
+    and a self-referencing container ends at the limit); optionally require printable strings.
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            children = list(item)
+        else:
+            if printable and isinstance(item, str) and not item.isprintable():
+                raise DatabaseError(f"record field '{name}' holds a non-printable string")
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise DatabaseError(f"record field '{name}' nests deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _check_name(name: str, value: object, required: bool) -> None:
+    if not isinstance(value, str):
+        raise DatabaseError(f"record field '{name}' must be a string, got {type(value).__name__}")
+    if required and not value:
+        raise DatabaseError(f"record field '{name}' must not be empty")
+    if len(value) > MAX_NAME_CHARS or not value.isprintable():
+        raise DatabaseError(
+            f"record field '{name}' must be printable and at most {MAX_NAME_CHARS} characters"
+        )
 
 
 def _is_duration(value: object) -> bool:
@@ -72,23 +133,27 @@ class TuningRecord:
     """Median per-round time relative to that reference: what ranks configs."""
 
     def __post_init__(self) -> None:
-        if not self.workload or not self.target:
-            raise DatabaseError("a tuning record needs a non-empty workload and target")
+        for name in NAME_FIELDS:
+            _check_name(name, getattr(self, name), required=name in ("workload", "target"))
         for name, kind in JSON_FIELDS.items():
+            _check_tree(name, getattr(self, name), printable=name == "config")
             try:
-                value = json.loads(canonical_json(getattr(self, name)))
+                text = canonical_json(getattr(self, name))
             except (TypeError, ValueError) as e:
                 raise DatabaseError(f"record field '{name}' is not JSON-serialisable: {e}") from e
+            if len(text) > MAX_JSON_CHARS:
+                raise DatabaseError(f"record field '{name}' exceeds {MAX_JSON_CHARS} characters")
+            value = json.loads(text)
             if not isinstance(value, kind):
                 raise DatabaseError(f"record field '{name}' must be a {kind.__name__}")
             object.__setattr__(self, name, value)
         if not all(_is_duration(s) for s in self.spread):
-            raise DatabaseError(f"record spread must hold times >= 0, got {self.spread!r}")
+            raise DatabaseError(f"record spread must hold times >= 0, got {self.spread!r:.200}")
         object.__setattr__(self, "spread", [float(s) for s in self.spread])
         if self.error is None:
             if not _is_duration(self.seconds):
                 raise DatabaseError(
-                    f"a successful record needs finite seconds >= 0, got {self.seconds!r}"
+                    f"a successful record needs finite seconds >= 0, got {self.seconds!r:.100}"
                 )
             object.__setattr__(self, "seconds", float(self.seconds))  # type: ignore[arg-type]
             for name in ("reference_seconds", "ratio"):
@@ -96,12 +161,34 @@ class TuningRecord:
                 if value is not None and not (_is_duration(value) and value > 0):
                     raise DatabaseError(f"record {name} must be a time > 0, got {value!r}")
         elif self.error not in ERROR_KINDS:
-            raise DatabaseError(f"unknown error kind {self.error!r}; expected one of {ERROR_KINDS}")
+            raise DatabaseError(
+                f"unknown error kind {self.error!r:.100}; expected one of {ERROR_KINDS}"
+            )
         elif (self.seconds, self.reference_seconds, self.ratio) != (None, None, None):
             raise DatabaseError(
                 f"a failed record ({self.error}) must have seconds, reference_seconds and "
                 "ratio None"
             )
+        if self.error_msg is not None:  # free text: normalised rather than refused
+            if not isinstance(self.error_msg, str):
+                raise DatabaseError("record field 'error_msg' must be a string or null")
+            # lone surrogates (from a JSON escape or an undecodable path) cannot be stored
+            text = self.error_msg.encode("utf-8", "replace").decode("utf-8")
+            if len(text) > MAX_ERROR_MSG_CHARS:  # a compiler's log can be huge
+                text = text[: MAX_ERROR_MSG_CHARS - len(_TRUNCATED)] + _TRUNCATED
+            object.__setattr__(self, "error_msg", text)
+        trial = self.trial
+        if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial <= MAX_TRIAL:
+            raise DatabaseError(
+                f"record field 'trial' must be an integer in [0, 2**53], got {trial!r:.100}"
+            )
+        for name in ("tuning_seconds", "created_at"):
+            value = getattr(self, name)
+            if not _is_duration(value):
+                raise DatabaseError(
+                    f"record field '{name}' must be a finite number >= 0, got {value!r:.100}"
+                )
+            object.__setattr__(self, name, float(value))
 
     @property
     def ok(self) -> bool:
@@ -120,10 +207,13 @@ class TuningRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuningRecord:
         """Inverse of to_dict; unknown fields are an error rather than silently dropped."""
+        if not isinstance(data, dict):
+            raise DatabaseError("a tuning record must be a JSON object")
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
+        unknown = sorted(str(key) for key in data if key not in names)
         if unknown:
-            raise DatabaseError(f"unknown tuning record field(s): {', '.join(unknown)}")
+            shown = ", ".join(repr(name)[:40] for name in unknown[:5])
+            raise DatabaseError(f"unknown tuning record field(s): {shown}")
         try:
             return cls(**data)
         except TypeError as e:  # missing required fields
@@ -136,13 +226,7 @@ class TuningRecord:
     @classmethod
     def from_json(cls, line: str) -> TuningRecord:
         """Parse a line produced by to_json."""
-        try:
-            data = json.loads(line)
-        except ValueError as e:
-            raise DatabaseError(f"tuning record is not valid JSON: {e}") from e
-        if not isinstance(data, dict):
-            raise DatabaseError("tuning record JSON must be an object")
-        return cls.from_dict(data)
+        return cls.from_dict(load_json(line, "tuning record"))
 
 
 def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
+import math
 import os
+import sqlite3
 import threading
+import time
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -32,19 +35,28 @@ from sqlalchemy import (
     Table,
     Text,
     create_engine,
+    delete,
     event,
     insert,
     inspect,
+    or_,
     select,
     update,
 )
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from ..errors import DatabaseError
+from ..errors import DatabaseError, RecordWarning
 from .database import Database
-from .record import JSON_FIELDS, TuningRecord, canonical_json, current_version, rank_score
+from .record import (
+    JSON_FIELDS,
+    TuningRecord,
+    canonical_json,
+    current_version,
+    load_json,
+    rank_score,
+)
 
 #: Bump when the table layout changes; `MIGRATIONS` brings older files up to date, and
 #: files from a newer tensortune are refused.
@@ -61,8 +73,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 #: SQLite ``synchronous`` level (see module docstring for the measurement behind it).
 SQLITE_SYNCHRONOUS = "FULL"
 
-#: Seconds a writer waits for another process holding the SQLite write lock.
-SQLITE_BUSY_TIMEOUT = 30.0
+#: Seconds to wait for another process holding the SQLite write lock before giving up with an
+#: error naming it; commits take about a millisecond, so only a stuck or bulk writer exceeds it.
+DEFAULT_LOCK_TIMEOUT = 5.0
+
+#: Environment variable overriding DEFAULT_LOCK_TIMEOUT (seconds).
+LOCK_TIMEOUT_ENV = "TENSORTUNE_DB_LOCK_TIMEOUT"
 
 _WRITE_OPTION = "tensortune_write"
 _IMPORT_CHUNK = 500
@@ -107,6 +123,17 @@ records_table = Table(
     Index("ix_records_digest", "digest"),
 )
 
+# Which process is measuring which config, so concurrent tuners share work (see `claim`).
+claims_table = Table(
+    "claims",
+    _metadata,
+    Column("workload", String, primary_key=True),
+    Column("target", String, primary_key=True),
+    Column("config_key", String, primary_key=True),
+    Column("owner", String, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
 _ROW_ONLY = ("id", "config_key", "digest")
 
 
@@ -122,18 +149,69 @@ def _to_row(rec: TuningRecord) -> dict[str, Any]:
 def _from_row(row: Any) -> TuningRecord:
     data = {k: v for k, v in row._mapping.items() if k not in _ROW_ONLY}
     for name in JSON_FIELDS:
-        data[name] = json.loads(data[name])
-    return TuningRecord(**data)
+        data[name] = load_json(data[name], name)
+    rec = TuningRecord.from_dict(data)
+    if rec.config_key != row.config_key:
+        raise DatabaseError("its config_key column does not match its config")
+    return rec
 
 
-def _describe(exc: BaseException) -> str:
-    """One line saying what the driver (or OS) objected to."""
+def _unrankable(row: Any) -> str | None:
+    """Why a stored row's timing columns cannot be ranked, or None if they can."""
+    for name in ("seconds", "reference_seconds", "ratio"):
+        value = getattr(row, name)
+        if value is None and name != "seconds":
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            return f"its {name} is not a time: {value!r:.40}"
+    return None
+
+
+def _driver_message(exc: BaseException) -> str:
+    """The first line of what the driver (or OS) objected to."""
     orig = getattr(exc, "orig", None) or exc
     text = (getattr(orig, "strerror", None) or str(orig)).strip()
-    line = text.splitlines()[0] if text else type(orig).__name__
-    if "file is not a database" in line or "file is encrypted" in line:
-        return "file is not a database (SQLite)"
-    return line
+    return text.splitlines()[0] if text else type(orig).__name__
+
+
+def _printable(text: str) -> str:
+    return "".join(ch if ch.isprintable() else " " for ch in text).strip()
+
+
+def _processes_using(path: Path) -> str:
+    """' (open in pid N: cmdline, ...)' from a /proc scan, or '' where /proc is unavailable.
+
+    Tells the user which tuner to wait for or stop; SQLite itself cannot name the lock holder.
+    """
+    if not Path("/proc/self/fd").is_dir():
+        return ""
+    names = {str(path.resolve()), f"{path.resolve()}-wal"}
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in names for fd in (proc / "fd").iterdir()):
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"pid {proc.name}: {_printable(cmd)[:100]}")
+    return f" (open in {'; '.join(found[:3])})" if found else ""
+
+
+def _access_problem(path: Path, readonly: bool) -> str | None:
+    """Why the OS keeps us from using the SQLite file at ``path``, if it does."""
+    folder = path.parent
+    if not folder.is_dir():
+        return f"directory '{folder}' does not exist"
+    if not path.exists():
+        return f"'{path}' does not exist" if readonly else f"cannot create '{path}'"
+    if not os.access(path, os.R_OK):
+        return f"no read permission for '{path}'"
+    if not readonly and not (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
+        return (
+            f"no write permission for '{path}' or its directory '{folder}': tuning needs it "
+            "(or pass another --db), while history, best, report and compile only read"
+        )
+    return None
 
 
 def printable_location(location: str | os.PathLike[str]) -> str:
@@ -147,8 +225,8 @@ def printable_location(location: str | os.PathLike[str]) -> str:
         return text
 
 
-def _resolve(location: str | os.PathLike[str]) -> tuple[URL, str]:
-    """(SQLAlchemy URL, printable location) for a path or URL; creates SQLite parent dirs."""
+def _resolve(location: str | os.PathLike[str], create_dirs: bool) -> tuple[URL, str]:
+    """(SQLAlchemy URL, printable location) for a path or URL; may create SQLite parent dirs."""
     text = os.fspath(location)
     if "://" in text:
         try:
@@ -162,29 +240,74 @@ def _resolve(location: str | os.PathLike[str]) -> tuple[URL, str]:
     if not url.database or url.database == ":memory:":
         return url, ":memory:"
     path = Path(url.database)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DatabaseError(
-            f"cannot open tuning database '{path}': cannot create its directory: {e.strerror}"
-        ) from e
+    if create_dirs:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DatabaseError(
+                f"cannot open tuning database '{path}': "
+                f"cannot create directory '{path.parent}': {e.strerror}"
+            ) from e
     return url, str(path)
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def _lock_timeout(seconds: float | None) -> float:
+    """The lock wait: ``seconds``, else $TENSORTUNE_DB_LOCK_TIMEOUT, else the default."""
+    if seconds is None:
+        text = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+        try:
+            seconds = float(text) if text else DEFAULT_LOCK_TIMEOUT
+        except ValueError:
+            message = f"{LOCK_TIMEOUT_ENV} must be a number of seconds, got {text!r}"
+            raise DatabaseError(message) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise DatabaseError(f"the lock timeout must be finite seconds >= 0, got {seconds!r}")
+    return seconds
+
+
+def _read_only_connector(path: Path, timeout: float) -> Any:
+    """sqlite3 connections that never write: ``mode=ro``, else ``immutable=1``.
+
+    A read-only open of a WAL database needs its ``-shm`` file; on read-only media (or without
+    write permission on the directory) that cannot be created, and nobody can be writing there
+    either, so the file is read as immutable.
+    """
+    uri = path.resolve().as_uri()
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if "unable to open" not in str(e):
+                raise
+            conn = sqlite3.connect(
+                f"{uri}?mode=ro&immutable=1", uri=True, timeout=timeout, check_same_thread=False
+            )
+        return conn
+
+    return connect
+
+
+def _sqlite_engine(url: URL, readonly: bool, timeout: float) -> Engine:
     """SQLite engine in WAL mode, with BEGIN issued by us so transactions really are atomic."""
     memory = not url.database or url.database == ":memory:"
+    options: dict[str, Any] = {"poolclass": StaticPool} if memory else {}
+    if readonly:
+        options["creator"] = _read_only_connector(Path(url.database or ""), timeout)
     engine = create_engine(
         url,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT, "check_same_thread": False},
-        # One shared connection: otherwise each pooled connection is its own empty database.
-        poolclass=StaticPool if memory else None,
+        connect_args={"timeout": timeout, "check_same_thread": False},
+        **options,
     )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Stop sqlite3 from issuing (or skipping) BEGIN itself; _on_begin does it instead.
         dbapi_conn.isolation_level = None
+        if readonly:  # both pragmas below write to the file
+            return
         cur = dbapi_conn.cursor()
         try:
             cur.execute("PRAGMA journal_mode=WAL")
@@ -203,20 +326,41 @@ def _sqlite_engine(url: URL) -> Engine:
 
 
 class SQLDatabase(Database):
-    """Tuning database in one ``records`` table, via SQLAlchemy Core.
+    """Tuning database in SQL tables, via SQLAlchemy Core.
 
     ``location`` is a filesystem path (a SQLite file, parent directories created) or any
     SQLAlchemy URL, e.g. ``postgresql+psycopg://host/db`` (install its driver yourself).
     Safe to share between threads and, for SQLite, between processes.
+
+    ``readonly=True`` never writes, creates nothing and takes no write lock, so it works on
+    read-only media and while a tuner writes. ``lock_timeout`` bounds the wait for another
+    writer's lock (default: $TENSORTUNE_DB_LOCK_TIMEOUT, else DEFAULT_LOCK_TIMEOUT seconds).
     """
 
-    def __init__(self, location: str | os.PathLike[str]):
-        url, self.location = _resolve(location)
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        lock_timeout: float | None = None,
+    ):
+        url, self.location = _resolve(location, create_dirs=not readonly)
+        self.readonly = readonly
+        self.lock_timeout = _lock_timeout(lock_timeout)
+        memory = self.location == ":memory:"
+        if readonly and memory:
+            raise DatabaseError("an in-memory tuning database cannot be opened read-only")
+        # the SQLite file, whose permissions and users explain open errors
+        self._path = (
+            Path(self.location) if url.get_backend_name() == "sqlite" and not memory else None
+        )
         self._closed = False
         self._lock = threading.Lock()
         try:
             self._engine = (
-                _sqlite_engine(url) if url.get_backend_name() == "sqlite" else create_engine(url)
+                _sqlite_engine(url, readonly, self.lock_timeout)
+                if url.get_backend_name() == "sqlite"
+                else create_engine(url)
             )
         except (SQLAlchemyError, ImportError) as e:  # unknown dialect or driver not installed
             hint = (
@@ -225,34 +369,52 @@ class SQLDatabase(Database):
                 else ""
             )
             raise DatabaseError(
-                f"cannot open tuning database '{self.location}': {_describe(e)}{hint}"
+                f"cannot open tuning database '{self.location}': {_driver_message(e)}{hint}"
             ) from e
         try:
-            with self._begin(write=True) as conn:
+            with self._begin(write=not readonly) as conn:
                 problem = self._prepare_schema(conn)
         except SQLAlchemyError as e:
-            problem = _describe(e)
+            problem = self._explain(e)
         if problem is not None:
             self._engine.dispose()
             self._closed = True
-            raise self._open_error(problem)
+            raise DatabaseError(f"cannot open tuning database '{self.location}': {problem}")
 
     def __repr__(self) -> str:
         return f"SQLDatabase({self.location!r})"
 
-    def _open_error(self, problem: str) -> DatabaseError:
-        return DatabaseError(
-            f"cannot open tuning database '{self.location}': {problem}; "
-            "pass a new path or delete the file"
-        )
+    def _explain(self, exc: BaseException) -> str:
+        """What went wrong, named by its cause (lock holder, permission, not a database...)."""
+        line = _driver_message(exc)
+        low = line.lower()
+        if "locked" in low or "busy" in low:
+            return (
+                "database is locked by another writer (another tensortune tune?)"
+                f"{_processes_using(self._path) if self._path else ''}; gave up after "
+                f"{self.lock_timeout:g} s (set {LOCK_TIMEOUT_ENV} to wait longer)"
+            )
+        if self._path is None:
+            return line
+        if "not a database" in low or "encrypted" in low or "malformed" in low:
+            return "file is not a SQLite database or is corrupt; move it away or pass another path"
+        if "readonly" in low or "unable to open" in low:
+            return _access_problem(self._path, self.readonly) or line
+        return line
 
-    @staticmethod
-    def _prepare_schema(conn: Connection) -> str | None:
-        """Create the tables in an empty database; return why an existing one is unusable."""
+    def _prepare_schema(self, conn: Connection) -> str | None:
+        """Create the tables in an empty database (unless read-only); return why an existing
+        one is unusable."""
         tables = set(inspect(conn).get_table_names())
+        unusable = "move it away or pass another path"
         if meta_table.name not in tables:
             if records_table.name in tables:
-                return "it has a 'records' table but no 'meta' table (not a tensortune database)"
+                return (
+                    "it has a 'records' table but no 'meta' table "
+                    f"(not a tensortune database; {unusable})"
+                )
+            if self.readonly:
+                return "it holds no tensortune tables (empty, or not a tensortune database)"
             _metadata.create_all(conn)
             conn.execute(
                 insert(meta_table),
@@ -266,12 +428,17 @@ class SQLDatabase(Database):
             select(meta_table.c.value).where(meta_table.c.key == "schema_version")
         ).scalar()
         if found is None:
-            return "its 'meta' table has no schema_version (not a tensortune database)"
+            return f"its 'meta' table has no schema_version (not a tensortune database; {unusable})"
         if not found.isdigit() or not 1 <= int(found) <= SCHEMA_VERSION:
             return (
                 f"schema version {found} is not supported "
                 f"(this tensortune {current_version()} reads schema versions 1 to "
                 f"{SCHEMA_VERSION})"
+            )
+        if int(found) < SCHEMA_VERSION and self.readonly:
+            return (
+                f"it has schema version {found}: open it once for writing (any `tensortune "
+                f"tune`) to upgrade it to version {SCHEMA_VERSION}"
             )
         for version in range(int(found), SCHEMA_VERSION):
             for statement in MIGRATIONS[version]:
@@ -282,7 +449,9 @@ class SQLDatabase(Database):
                 .where(meta_table.c.key == "schema_version")
                 .values(value=str(SCHEMA_VERSION))
             )
-        _metadata.create_all(conn)  # no-op unless a table went missing
+        if self.readonly:
+            return None if records_table.name in tables else "it has no 'records' table"
+        _metadata.create_all(conn)  # adds tables newer than the file (claims), else a no-op
         return None
 
     @contextlib.contextmanager
@@ -299,13 +468,31 @@ class SQLDatabase(Database):
         """``_begin`` with driver errors turned into one-line DatabaseErrors."""
         if self._closed:
             raise DatabaseError(f"tuning database '{self.location}' is closed ({action})")
+        if write and self.readonly:
+            raise DatabaseError(f"tuning database '{self.location}' is open read-only ({action})")
         try:
             with self._begin(write) as conn:
                 yield conn
         except SQLAlchemyError as e:
             raise DatabaseError(
-                f"tuning database '{self.location}': {action} failed: {_describe(e)}"
+                f"tuning database '{self.location}': {action} failed: {self._explain(e)}"
             ) from e
+
+    def _load(self, row: Any) -> TuningRecord | None:
+        """The row as a record; None, with one warning naming it, if it fails validation."""
+        try:
+            return _from_row(row)
+        except DatabaseError as e:
+            self._skip(row, e)
+            return None
+
+    def _skip(self, row: Any, problem: object) -> None:
+        """Leave a row out of a result, saying which and why (it stays in the database)."""
+        warnings.warn(
+            f"tuning database '{self.location}': skipping record {row.id}: {problem}",
+            RecordWarning,
+            stacklevel=2,
+        )
 
     @staticmethod
     def _select(columns: Any = records_table, **equal: str | None) -> Select[Any]:
@@ -353,7 +540,8 @@ class SQLDatabase(Database):
             workload=workload, target=target, run_id=run_id, version=version
         ).order_by(records_table.c.id)
         with self._transaction("records") as conn:
-            return [_from_row(row) for row in conn.execute(stmt)]
+            rows = conn.execute(stmt).all()
+        return [rec for row in rows if (rec := self._load(row)) is not None]
 
     def top_k(
         self, workload: str, target: str, k: int = 1, *, version: str | None = None
@@ -367,26 +555,37 @@ class SQLDatabase(Database):
             .order_by(c.config_key, c.seconds, c.id)
         )
         by_config: dict[str, list[Any]] = {}
-        with self._transaction("top_k") as conn, conn.execute(stmt) as result:
-            for row in result:
-                by_config.setdefault(row.config_key, []).append(row)
+        with self._transaction("top_k") as conn:
+            for row in conn.execute(stmt):
+                problem = _unrankable(row)
+                if problem is None:
+                    by_config.setdefault(row.config_key, []).append(row)
+                else:  # written by another program: cannot even be ranked
+                    self._skip(row, problem)
         score = rank_score([row for rows in by_config.values() for row in rows])
         ranked = []
         for rows in by_config.values():
             rows.sort(key=lambda row: (score(row), row.id))
             ranked.append((rows[(len(rows) - 1) // 2], min(rows, key=lambda row: row.id)))
         ranked.sort(key=lambda pair: (score(pair[0]), pair[0].config_key))
-        # the median's time, the first measurement's story (who found it, when)
-        return [
-            replace(
-                _from_row(first),
-                seconds=median.seconds,
-                spread=_from_row(median).spread,
-                reference_seconds=median.reference_seconds,
-                ratio=median.ratio,
-            )
-            for median, first in ranked[:k]
-        ]
+        # the median's time, the first measurement's story (who found it, when); only these
+        # rows are parsed, and a config whose rows fail validation is passed over
+        best: list[TuningRecord] = []
+        for median_row, first_row in ranked:
+            if len(best) == k:
+                break
+            median, first = self._load(median_row), self._load(first_row)
+            if median is not None and first is not None:
+                best.append(
+                    replace(
+                        first,
+                        seconds=median.seconds,
+                        spread=median.spread,
+                        reference_seconds=median.reference_seconds,
+                        ratio=median.ratio,
+                    )
+                )
+        return best
 
     def workloads(self, target: str | None = None) -> list[str]:
         c = records_table.c
@@ -411,6 +610,51 @@ class SQLDatabase(Database):
             if rows:
                 conn.execute(insert(records_table), list(rows.values()))
         return len(rows)
+
+    def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:
+        if not owner:
+            raise DatabaseError("a claim needs a non-empty owner")
+        if not (isinstance(ttl, (int, float)) and math.isfinite(ttl) and ttl > 0):
+            raise DatabaseError(f"a claim needs a finite ttl > 0 seconds, got {ttl!r}")
+        c = claims_table.c
+        key = (c.workload == workload) & (c.target == target) & (c.config_key == config_key)
+        now = time.time()
+        take = (
+            update(claims_table)
+            .where(key, or_(c.owner == owner, c.expires_at <= now))
+            .values(owner=owner, expires_at=now + ttl)
+        )
+        try:
+            with self._transaction("claim", write=True) as conn:
+                if conn.execute(take).rowcount:
+                    return True
+                if conn.execute(select(c.owner).where(key)).first() is not None:
+                    return False
+                conn.execute(
+                    insert(claims_table).values(
+                        workload=workload,
+                        target=target,
+                        config_key=config_key,
+                        owner=owner,
+                        expires_at=now + ttl,
+                    )
+                )
+                return True
+        except DatabaseError as e:
+            if isinstance(e.__cause__, IntegrityError):  # a server: another owner inserted first
+                return False
+            raise
+
+    def release(self, workload: str, target: str, config_key: str, *, owner: str) -> None:
+        c = claims_table.c
+        stmt = delete(claims_table).where(
+            c.workload == workload,
+            c.target == target,
+            c.config_key == config_key,
+            c.owner == owner,
+        )
+        with self._transaction("release", write=True) as conn:
+            conn.execute(stmt)
 
     def close(self) -> None:
         if not self._closed:

@@ -96,3 +96,14 @@ def seq(stmts) -> Stmt:
         elif s is not None:
             flat.append(s)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def walk_stmts(s: Stmt):
+    """Every statement in a tree, pre-order."""
+    yield s
+    match s:
+        case Seq(stmts):
+            for x in stmts:
+                yield from walk_stmts(x)
+        case For(body=body) | IfThen(body=body) | Allocate(body=body):
+            yield from walk_stmts(body)

@@ -7,8 +7,13 @@ interpreter start-up per trial) and replaced after any failure, since a wrong or
 kernel may have corrupted its memory.
 
 Candidates are timed strictly one at a time: inside a `run` call by construction, and across
-processes by an exclusive lock file in the cache directory, so two tuners on one machine do
-not disturb each other's timings.
+processes by an exclusive lock file at one well-known path per user (`measure_lock_path`, not in
+the kernel cache, which each process may put elsewhere), so two tuners on one machine do not
+disturb each other's timings. Builds run outside the lock.
+
+A candidate's failure is a result; a failure of the machine (the timing harness cannot be built,
+the worker cannot start, inputs cannot be written) raises EnvironmentFailure instead, since it
+says nothing about the candidate.
 
 Threading environment of the worker: ``OMP_NUM_THREADS`` is the target's thread count, BLAS
 pools get one thread (NumPy only compares results), and every OMP_*/GOMP_*/KMP_* variable the
@@ -28,6 +33,7 @@ import json
 import os
 import select
 import signal
+import stat
 import statistics
 import subprocess
 import sys
@@ -41,8 +47,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..build.compiler import cache_dir
 from ..build.kernel import ArgSpec
+from ..errors import EnvironmentFailure
 from ..target import Target
 from .result import MeasureResult
 from .timer import timer_library
@@ -67,13 +73,24 @@ _Saved = dict[int, tuple[Any, str]]
 
 
 @dataclass(frozen=True, eq=False)
+class Check:
+    """Inputs on which a candidate must also give `reference` (its outputs), checked once and
+    never timed: e.g. inputs holding NaN and infinities, named by `label` in the error."""
+
+    inputs: tuple[np.ndarray, ...]
+    reference: tuple[np.ndarray, ...]
+    label: str
+
+
+@dataclass(frozen=True, eq=False)
 class RunRequest:
     """One candidate to run: its library, entry point, signature, inputs and expected output.
 
     `reference` is the expected output (a tuple for several outputs), or None to skip the
-    correctness check. `baseline` (library, entry point) is a kernel of the same signature to
-    time in alternation with this one (see `measure.paired`); the result then carries its
-    ratio to the baseline, decided against `threshold` (the incumbent's ratio).
+    correctness check; `checks` are more inputs the candidate must get right before it is timed.
+    `baseline` (library, entry point) is a kernel of the same signature to time in alternation
+    with this one (see `measure.paired`); the result then carries its ratio to the baseline,
+    decided against `threshold` (the incumbent's ratio).
     """
 
     library: Path
@@ -82,6 +99,7 @@ class RunRequest:
     inputs: tuple[np.ndarray, ...]
     reference: np.ndarray | tuple[np.ndarray, ...] | None = None
     build_seconds: float = 0.0
+    checks: tuple[Check, ...] = ()
     baseline: tuple[Path, str] | None = None
     threshold: float = 1.0
 
@@ -209,7 +227,8 @@ class Runner:
         candidates: Sequence[RunRequest],
         on_result: Callable[[int, MeasureResult], None] | None = None,
     ) -> list[MeasureResult]:
-        """Measure each candidate in order; failures are results, never exceptions.
+        """Measure each candidate in order; its failures are results, never exceptions (only
+        EnvironmentFailure is raised, see the module docstring).
 
         ``on_result(index, result)`` is called as soon as each candidate is measured (the tuner
         commits it there, so a kill loses nothing already measured)."""
@@ -218,11 +237,12 @@ class Runner:
         try:
             target = self.target if self.target is not None else Target.detect()
             timer = timer_library(target)
+            scratch = tempfile.TemporaryDirectory(prefix="tensortune-run-")
+        except EnvironmentFailure:
+            raise
         except Exception as exc:
-            return [MeasureResult.failure("runtime", f"cannot set up timing: {exc}")] * len(
-                candidates
-            )
-        with tempfile.TemporaryDirectory(prefix="tensortune-run-") as tmp:
+            raise EnvironmentFailure(f"cannot set up timing: {exc}") from exc
+        with scratch as tmp:
             saved: _Saved = {}
             results = []
             for index, candidate in enumerate(candidates):
@@ -250,6 +270,9 @@ class Runner:
             job = self._job(request, timer, tmp, saved)
             with _measure_lock():
                 reply = self._execute(job, target, request.name)
+        except EnvironmentFailure:
+            self.close()
+            raise
         except Exception as exc:
             self.close()
             reply = {"error_kind": "runtime", "error_msg": f"{type(exc).__name__}: {exc}"}
@@ -282,7 +305,7 @@ class Runner:
                 worker = self._ready_worker(target)
             except (TimeoutError, _WorkerGone, OSError, ValueError) as exc:
                 self.close()
-                return {"error_kind": "runtime", "error_msg": f"cannot start worker: {exc!r}"}
+                raise EnvironmentFailure(f"cannot start the measurement worker: {exc!r}") from exc
             position = worker.stderr_position()
             started = time.perf_counter()
             try:
@@ -302,7 +325,7 @@ class Runner:
             except _WorkerGone:
                 reply = _death_report(worker, position, name)
             return {**reply, "run_seconds": time.perf_counter() - started}
-        return {"error_kind": "runtime", "error_msg": "the worker process keeps dying while idle"}
+        raise EnvironmentFailure("the measurement worker keeps dying before it gets a candidate")
 
     def _ready_worker(self, target: Target) -> _Worker:
         if self._worker is not None and self._worker.tasks >= self.max_tasks_per_worker:
@@ -327,6 +350,14 @@ class Runner:
             "reference": None
             if reference is None
             else [_save(array, tmp, saved) for array in reference],
+            "checks": [
+                {
+                    "inputs": [_save(array, tmp, saved) for array in check.inputs],
+                    "reference": [_save(array, tmp, saved) for array in check.reference],
+                    "label": check.label,
+                }
+                for check in request.checks
+            ],
             "timer": str(timer),
             "number": self.number,
             "repeat": self.repeat,
@@ -371,7 +402,10 @@ def _save(array: np.ndarray, tmp: Path, saved: _Saved) -> str:
     key = id(array)
     if key not in saved:
         path = tmp / f"{len(saved)}.npy"
-        np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+        try:
+            np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot write candidate inputs to {tmp}: {exc}") from exc
         saved[key] = (array, str(path))
     return saved[key][1]
 
@@ -384,15 +418,28 @@ def _worker_env(target: Target) -> dict[str, str]:
     return env
 
 
+def measure_lock_path() -> Path:
+    """The timing lock every tensortune process of this user on this machine takes."""
+    return Path("/tmp") / f"tensortune-{os.getuid()}" / "measure.lock"
+
+
 @contextlib.contextmanager
 def _measure_lock() -> Iterator[None]:
     """Hold the machine-wide measurement lock (no-op where flock is unavailable)."""
     if fcntl is None:
         yield
         return
-    with open(cache_dir() / "measure.lock", "a") as handle:
+    path = measure_lock_path()
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        info = path.parent.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise EnvironmentFailure(
+                f"{path.parent} is not a private directory of this user; remove it and retry"
+            )
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot open the timing lock {path}: {exc}") from exc
+    with os.fdopen(fd) as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield  # closing the file releases the lock

@@ -19,6 +19,7 @@ import math
 import warnings
 from typing import Any
 
+from ..errors import MissingDependency
 from ..space import Config, SearchSpace
 from .strategy import SearchStrategy
 
@@ -30,8 +31,10 @@ FAILURE_VALUE = 1e9
 def _import_optuna() -> Any:
     try:
         import optuna
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("the optuna strategies need Optuna: pip install tensortune[tune]") from e
+    except ImportError as e:
+        raise MissingDependency(
+            'the optuna strategies need Optuna: pip install "tensortune[tune]"'
+        ) from e
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 

@@ -3,10 +3,18 @@ in an isolated worker, commit every measurement at once, tell the strategy, repe
 
 A rerun of the same tune resumes: records already in the database for this workload and target
 are told to the strategy first (so it never proposes them again) and count toward the budget.
+
+Tuners sharing a database share the work: each claims a config before measuring it (a claim row
+that expires, so a tuner that died frees its configs) and skips configs another tuner holds or
+has measured; records the others commit are told to the strategy and count toward the budget
+like a resumed run's. Their timings never overlap (see `measure.runner`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
 import math
 import os
 import socket
@@ -23,14 +31,18 @@ from ..errors import TensorTuneError
 from ..ir.nodes import PrimFunc
 from ..measure.builder import build_candidates
 from ..measure.result import MeasureResult
-from ..measure.runner import Runner, RunRequest
+from ..measure.runner import Check, Runner, RunRequest
 from ..pipeline import arg_specs, build_source, schedule_flags
 from ..search.registry import make_tuning_strategy
+from ..search.strategy import SearchStrategy
+from ..space import SearchSpace
 from ..space.registry import design_space
 from ..space.template import DesignSpace
 from ..target import Target
+from ..version import __version__
 from ..workload import Workload
 from ..workload import workload as parse_workload
+from .apply import ranked_records, valid_records
 from .result import TuneResult
 
 Progress = Callable[["TuneState"], None]
@@ -39,6 +51,9 @@ CONFIRM = "confirm"
 """Strategy of the re-measurements that pick the winner; they are not trials."""
 CONFIRM_TOP = 4
 CONFIRM_ROUNDS = 2
+CLAIM_MARGIN = 600.0
+"""Seconds a batch's claims outlive twice its timeouts (builds, worker start-ups, waits for the
+timing lock); a tuner that dies holding claims frees those configs after this long."""
 
 
 @dataclass
@@ -87,6 +102,8 @@ class _Session:
     state: TuneState
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     start: float = field(default_factory=time.perf_counter)
+    known: set[str] = field(default_factory=set)
+    """config_keys of the records this run has committed or been told of."""
     final: dict[str, MeasureResult] = field(default_factory=dict)
     """The last re-measurement of each finalist, by config key."""
 
@@ -105,24 +122,62 @@ class _Session:
 
     def commit(self, config: dict, trace: list, res: MeasureResult, confirm: bool = False) -> None:
         self.state.disturbed += res.disturbed
-        if not confirm:
-            self.count(res.seconds, res.error_kind, _cost(res))
-        else:
+        if confirm:
             self.final[canonical_json(config)] = res
-        self.database.commit_record(
-            record_of(
-                self.wl.name,
-                self.target_key,
-                config,
-                trace,
-                res,
-                strategy=CONFIRM if confirm else self.strategy,
-                trial=self.state.trials_done,
-                tuning_seconds=self.state.elapsed,
-                run_id=self.run_id,
-                machine=_machine(),
-            )
+        else:
+            self.count(res.seconds, res.error_kind, _cost(res))
+        rec = record_of(
+            self.wl.name,
+            self.target_key,
+            config,
+            trace,
+            res,
+            strategy=CONFIRM if confirm else self.strategy,
+            trial=self.state.trials_done,
+            tuning_seconds=self.state.elapsed,
+            run_id=self.run_id,
+            machine=_machine(),
         )
+        self.database.commit_record(rec)
+        self.known.add(rec.config_key)
+
+    def catch_up(self, search: SearchStrategy, space: SearchSpace) -> None:
+        """Tell the strategy, and count, the records this run has not seen: an earlier run's (a
+        rerun resumes) and those another tuner on the database committed meanwhile."""
+        db, wl, key = self.database, self.wl.name, self.target_key
+        if db.measured_keys(wl, key) <= self.known:
+            return
+        fresh = [r for r in db.records(wl, key) if r.config_key not in self.known]
+        self.known.update(r.config_key for r in fresh)
+        told = [r for r in fresh if r.strategy != CONFIRM and space.is_valid(r.config)]
+        if told:
+            score = rank_score([r for r in told if r.ok])
+            costs = [score(r) if r.ok else math.inf for r in told]
+            search.tell([r.config for r in told], costs)
+            for r, cost in zip(told, costs, strict=True):
+                self.count(r.seconds, r.error, cost)
+
+    def claim(self, configs: list[dict], ttl: float) -> list[dict]:
+        """The configs this run now holds the claim on and nobody has measured yet; another
+        tuner is measuring, or has measured, the others."""
+        db, wl, key = self.database, self.wl.name, self.target_key
+        mine = []
+        for config in configs:
+            config_key = canonical_json(config)
+            if not db.claim(wl, key, config_key, owner=self.run_id, ttl=ttl):
+                continue
+            if db.has(wl, key, config_key):
+                db.release(wl, key, config_key, owner=self.run_id)
+            else:
+                mine.append(config)
+        return mine
+
+    def release(self, configs: list[dict]) -> None:
+        """Drop this run's claims on `configs`."""
+        for config in configs:
+            self.database.release(
+                self.wl.name, self.target_key, canonical_json(config), owner=self.run_id
+            )
 
 
 def record_of(
@@ -169,18 +224,8 @@ def tune(
     database = open_database(db)
     state = TuneState(wl.name, 0, trials, None, None, 0, 0.0)
     session = _Session(wl, str(target), strategy, database, state)
-    previous = [
-        r
-        for r in database.records(wl.name, str(target))
-        if r.strategy != CONFIRM and ds.space.is_valid(r.config)
-    ]
-    if previous:  # resume: the strategy never proposes these again, and they count
-        score = rank_score([r for r in previous if r.ok])
-        costs = [score(r) if r.ok else math.inf for r in previous]
-        search.tell([r.config for r in previous], costs)
-        for r, cost in zip(previous, costs, strict=True):
-            session.count(r.seconds, r.error, cost)
-        state.since_best = 0
+    session.catch_up(search, ds.space)  # resume: these are never proposed again, and they count
+    state.since_best = 0
     inputs = wl.random_inputs(seed or 0)
     reference = wl.reference(inputs)
     scale = max(1.0, float(max(abs(r).max() for r in _as_tuple(reference))))
@@ -192,25 +237,40 @@ def tune(
                 break
             if early_stop is not None and state.since_best >= early_stop:
                 break
-            configs = search.ask(min(batch_size, trials - state.trials_done))
-            if not configs:
+            asked = search.ask(min(batch_size, trials - state.trials_done))
+            if not asked:
                 break  # the space is exhausted
+            configs = session.claim(asked, ttl=CLAIM_MARGIN + 2 * timeout * len(asked))
             costs = [math.inf] * len(configs)
 
             def measured(index: int, trace: list, res: MeasureResult, configs=configs, costs=costs):
                 session.commit(configs[index], trace, res)
+                session.release([configs[index]])
                 costs[index] = _cost(res)
                 if progress:
                     progress(state)
 
             threshold = state.best_score if state.best_score is not None else 1.0
-            measure_configs(
-                ds, configs, target, runner, *data, measured, baseline=baseline, threshold=threshold
-            )
+            try:
+                measure_configs(
+                    ds,
+                    configs,
+                    target,
+                    runner,
+                    *data,
+                    measured,
+                    baseline=baseline,
+                    threshold=threshold,
+                )
+            except BaseException:
+                with contextlib.suppress(TensorTuneError):  # the error in flight says more
+                    session.release(configs)  # other tuners may measure them now
+                raise
             search.tell(configs, costs)
+            session.catch_up(search, ds.space)
         if baseline is not None:
             _final(session, ds, target, runner, *data, baseline=baseline)
-    best_rec = database.best(wl.name, str(target))
+    best_rec = next(iter(_valid_top(session, ds, 1)), None)
     margin = session.final.get(best_rec.config_key) if best_rec is not None else None
     if database is not db:  # a Database the caller passed in stays open for the caller
         database.close()
@@ -246,9 +306,8 @@ def _baseline(
     (library,) = build_candidates([job], target)
     if isinstance(library, Exception):
         return None
-    (checked,) = runner.run(
-        [RunRequest(library, func.name, arg_specs(func), tuple(inputs), reference)]
-    )
+    request = RunRequest(library, func.name, arg_specs(func), tuple(inputs), reference)
+    (checked,) = runner.run([request])
     return (library, func.name) if checked.ok else None
 
 
@@ -265,10 +324,10 @@ def _final(
     median ratio to the reference, so the winner is the config that is fast, not the one timed
     at the host's luckiest moment, and the default, always a finalist, wins unless beaten."""
     db, wl, key = session.database, session.wl.name, session.target_key
-    top = [r.config for r in db.top_k(wl, key, CONFIRM_TOP) if ds.space.is_valid(r.config)]
+    top = [r.config for r in _valid_top(session, ds, CONFIRM_TOP)]
     finalists = list({canonical_json(c): c for c in [ds.default, *top]}.values())
     for round_ in range(1 + CONFIRM_ROUNDS):
-        times = Counter(r.config_key for r in db.records(wl, key) if r.ok)
+        times = Counter(r.config_key for r in db.records(wl, key, version=__version__) if r.ok)
         todo = [c for c in finalists if times[canonical_json(c)] < round_ + 1]
         if todo:
             measure_configs(
@@ -282,16 +341,11 @@ def _final(
             )
 
 
-def _prepare(
-    ds: DesignSpace, config: dict, target: Target
-) -> tuple[list, tuple[str, ...], PrimFunc] | TensorTuneError:
-    """A config's trace, build job (C source and flags) and lowered function, or why not."""
-    try:
-        sch = ds.schedule(config)
-        source, func = build_source(sch, ds.workload.op, target)
-    except TensorTuneError as exc:
-        return exc
-    return sch.trace, (source, *schedule_flags(sch)), func
+def _valid_top(session: _Session, ds: DesignSpace, k: int) -> list[TuningRecord]:
+    """The k fastest configs that validate as ``compile`` checks them: a stale or foreign record
+    in a shared database is never re-measured nor reported as the winner."""
+    ranked = ranked_records(session.database, session.wl.name, session.target_key)
+    return [rec for rec, _ in itertools.islice(valid_records(ds, ranked), k)]
 
 
 def measure_configs(
@@ -334,6 +388,7 @@ def measure_configs(
             tuple(inputs),
             reference,
             build_seconds,
+            (special_check(ds.workload),),
             baseline=baseline,
             threshold=threshold,
         )
@@ -342,6 +397,27 @@ def measure_configs(
         [r for _, _, r in runnable],
         lambda k, res: on_result(runnable[k][0], runnable[k][1], res),
     )
+
+
+def _prepare(
+    ds: DesignSpace, config: dict, target: Target
+) -> tuple[list, tuple[str, ...], PrimFunc] | TensorTuneError:
+    """A config's trace, build job (C source and flags) and lowered function, or why not."""
+    try:
+        sch = ds.schedule(config)
+        source, func = build_source(sch, ds.workload.op, target)
+    except TensorTuneError as exc:
+        return exc
+    return sch.trace, (source, *schedule_flags(sch)), func
+
+
+@functools.lru_cache(maxsize=4)
+def special_check(wl: Workload) -> Check:
+    """Inputs with NaN and infinities and NumPy's outputs on them, which every candidate must
+    reproduce (inputs in [-1, 1) alone let a kernel that drops NaN win); computed once per
+    workload."""
+    inputs = tuple(wl.special_inputs())
+    return Check(inputs, _as_tuple(wl.reference(inputs)), "inputs with NaN and +-inf")
 
 
 def _as_tuple(x) -> tuple:

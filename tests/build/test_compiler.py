@@ -8,7 +8,7 @@ import pytest
 
 from tensortune.build import compiler
 from tensortune.build.compiler import CompileError, cache_dir, compile_library
-from tensortune.errors import BuildError
+from tensortune.errors import BuildError, EnvironmentFailure
 from tensortune.target import Target, supported_isas
 
 SOURCE = "int answer(void) { return 42; }\n"
@@ -31,7 +31,11 @@ def test_compiles_and_loads(fresh_cache: Path, target: Target):
     assert path.suffix == ".so"
     assert ctypes.CDLL(str(path)).answer() == 42
     assert (fresh_cache / f"{path.stem}.c").read_text() == SOURCE
-    assert sorted(p.name for p in fresh_cache.iterdir()) == [f"{path.stem}.c", path.name]
+    assert sorted(p.name for p in fresh_cache.iterdir()) == [
+        f"{path.stem}.c",
+        path.name,
+        f"{path.name}.sha256",
+    ]
 
 
 def test_cache_hit_does_not_compile(
@@ -82,7 +86,7 @@ def test_long_compiler_output_is_truncated_in_the_message(fresh_cache: Path, tar
 
 
 def test_missing_compiler(fresh_cache: Path, target: Target):
-    with pytest.raises(BuildError, match="cannot run the C compiler"):
+    with pytest.raises(EnvironmentFailure, match="cannot run the C compiler"):
         compile_library(SOURCE, dataclasses.replace(target, cc="/nonexistent/cc"))
 
 
@@ -117,7 +121,7 @@ def test_unwritable_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("TENSORTUNE_CACHE_DIR", str(blocker / "sub"))
-    with pytest.raises(BuildError, match="cannot create kernel cache"):
+    with pytest.raises(EnvironmentFailure, match="cannot create kernel cache"):
         cache_dir()
 
 

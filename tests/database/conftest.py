@@ -61,7 +61,7 @@ def db_location(request: pytest.FixtureRequest, db_path: Path) -> Path | str:
 
     engine = create_engine(SERVER_URL)
     meta = MetaData()
-    meta.reflect(engine, only=lambda name, _: name in ("records", "meta"))
+    meta.reflect(engine, only=lambda name, _: name in ("records", "meta", "claims"))
     meta.drop_all(engine)
     engine.dispose()
     return SERVER_URL

@@ -13,9 +13,12 @@ from tensortune.errors import DatabaseError, TensorTuneError
 
 from .conftest import MakeRecord, record
 
-_scalars = st.one_of(st.integers(-(2**53), 2**53), st.booleans(), st.text(max_size=8), st.none())
+_printable = st.characters(codec="utf-8").filter(str.isprintable)  # configs are shown
+_scalars = st.one_of(
+    st.integers(-(2**53), 2**53), st.booleans(), st.text(_printable, max_size=8), st.none()
+)
 _configs = st.dictionaries(
-    st.text(min_size=1, max_size=8),
+    st.text(_printable, min_size=1, max_size=8),
     st.one_of(_scalars, st.lists(st.integers(0, 64), max_size=4)),
     max_size=6,
 )

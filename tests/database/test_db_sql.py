@@ -151,8 +151,8 @@ def test_not_a_database_is_one_clear_line(tmp_path: Path, content: bytes) -> Non
     msg = str(info.value)
     assert "\n" not in msg
     assert msg == (
-        f"cannot open tuning database '{path}': file is not a database (SQLite); "
-        "pass a new path or delete the file"
+        f"cannot open tuning database '{path}': file is not a SQLite database or is corrupt; "
+        "move it away or pass another path"
     )
     assert path.read_bytes() == content  # the file is left untouched
 
