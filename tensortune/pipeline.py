@@ -11,10 +11,20 @@ from .errors import TensorTuneError
 from .ir.nodes import PrimFunc
 from .lower import lower
 from .schedule import Schedule
+from .schedule.schedule import OPT_LEVELS, check_flag
 from .target import Target
 from .te.tensor import Tensor, sanitize
 
-OPT_FLAGS = {"O1": "-O1", "O2": "-O2", "O3": "-O3", "Ofast": "-Ofast"}
+OPT_FLAGS = {level: f"-{level}" for level in OPT_LEVELS} | {"Ofast": "-O3"}  # + FAST_MATH_FLAGS
+FAST_MATH_FLAGS = (
+    "-fassociative-math",
+    "-fno-signed-zeros",
+    "-fno-trapping-math",
+    "-freciprocal-math",
+)
+"""What ``fast_math`` (and ``Ofast``) allow: reassociation and reciprocals. Never -ffast-math: it
+assumes there is no NaN or infinity, and a library built with it sets flush-to-zero in the
+floating-point state of the whole process that loads it, NumPy's included."""
 
 
 def as_outputs(program) -> tuple[Tensor, ...]:
@@ -54,11 +64,15 @@ def _args(args: dict) -> str:
 
 
 def schedule_flags(sch: Schedule) -> list[str]:
+    """The compiler flags of a schedule's annotations, each checked again here (``flags`` is a
+    plain dict anyone can write), so only allowlisted flags ever reach the command line."""
+    for key, value in sch.flags.items():
+        check_flag(key, value)
     flags = []
     if "opt_level" in sch.flags:
         flags.append(OPT_FLAGS[sch.flags["opt_level"]])
-    if sch.flags.get("fast_math"):
-        flags.append("-ffast-math")
+    if sch.flags.get("fast_math") or sch.flags.get("opt_level") == "Ofast":
+        flags.extend(FAST_MATH_FLAGS)
     if "unroll_pragma" in sch.flags:  # let the C compiler unroll the remaining loops, this much
         flags += ["-funroll-loops", f"--param=max-unroll-times={sch.flags['unroll_pragma']}"]
     flags.extend(sch.flags.get("extra_cflags", ()))

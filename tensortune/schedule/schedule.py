@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ScheduleError
@@ -39,6 +39,27 @@ MAX_VECTOR_LANES = 64
 MAX_UNROLL = 256
 SCOPES = ("global", "local", "register")
 TARGET_FLAGS = ("opt_level", "unroll_pragma", "extra_cflags", "fast_math")
+OPT_LEVELS = ("O1", "O2", "O3", "Ofast")
+ALLOWED_CFLAGS = ("-fvariable-expansion-in-unroller", "-fno-unroll-loops")
+"""The only flags ``extra_cflags`` may hold. Flags reach the compiler's command line and a trace
+may come from a shared database, so they are a closed set: free text such as ``-wrapper`` or
+``-fplugin=`` would run whatever it names."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+ARG_TYPES: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": _is_int,
+    "None": lambda v: v is None,
+    "Any": lambda v: True,
+    "Sequence[str]": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
+    "Sequence[int]": lambda v: isinstance(v, (list, tuple)) and all(_is_int(x) for x in v),
+}
+"""What each annotation of a primitive's parameter accepts: a replayed trace step (data, maybe
+from a shared database) is checked against them before the primitive runs."""
 
 
 def _traced(fn):
@@ -62,6 +83,10 @@ def _traced(fn):
         self.trace.append({"primitive": fn.__name__, "args": record})
         return result
 
+    wrapper.accepts = {  # an annotation missing from ARG_TYPES fails here, at import
+        name: (p.annotation, [ARG_TYPES[t.strip()] for t in p.annotation.split("|")])
+        for name, p in list(sig.parameters.items())[1:]
+    }
     return wrapper
 
 
@@ -306,27 +331,8 @@ class Schedule:
     @_traced
     def annotate(self, key: str, value: Any) -> None:
         """Code-generation flags: opt_level ("O2"/"O3"), unroll_pragma (gcc unroll limit),
-        extra_cflags (list), fast_math (bool)."""
-        if key not in TARGET_FLAGS:
-            raise ScheduleError("annotate", None, f"unknown key '{key}'; use one of {TARGET_FLAGS}")
-        if key == "opt_level" and value not in ("O1", "O2", "O3", "Ofast"):
-            raise ScheduleError(
-                "annotate", None, f"opt_level must be O1/O2/O3/Ofast, got {value!r}"
-            )
-        if key == "extra_cflags" and not (
-            isinstance(value, (list, tuple)) and all(isinstance(f, str) for f in value)
-        ):
-            raise ScheduleError(
-                "annotate", None, f"extra_cflags must be a list of strings, got {value!r}"
-            )
-        if key == "unroll_pragma" and (
-            not isinstance(value, int) or isinstance(value, bool) or value <= 0
-        ):
-            raise ScheduleError(
-                "annotate", None, f"unroll_pragma must be a positive int, got {value!r}"
-            )
-        if key == "fast_math" and not isinstance(value, bool):
-            raise ScheduleError("annotate", None, f"fast_math must be True or False, got {value!r}")
+        extra_cflags (a list drawn from ``ALLOWED_CFLAGS``), fast_math (bool)."""
+        check_flag(key, value)
         self.flags[key] = value
 
     # -- placement --------------------------------------------------------------------------------
@@ -599,16 +605,53 @@ class Schedule:
         for step in trace:
             name = step.get("primitive") if isinstance(step, dict) else None
             fn = getattr(cls, name, None) if isinstance(name, str) else None
-            if fn is None or not hasattr(fn, "__wrapped__"):
+            if not hasattr(fn, "accepts"):  # only traced primitives replay
                 raise ScheduleError("from_trace", None, f"unknown primitive in trace step {step!r}")
             args = step.get("args", {})
             if not isinstance(args, dict):
                 raise ScheduleError("from_trace", None, f"trace step {step!r} has no args dict")
+            _check_types(name, fn.accepts, args)
             fn(sch, **args)
         return sch
 
     def trace_json(self) -> str:
         return json.dumps(self.trace)
+
+
+def _check_types(primitive: str, accepts: dict, args: dict) -> None:
+    """A replayed step's arguments have the types its primitive declares (names it does not
+    declare are left to the primitive's own argument binding)."""
+    for name, value in args.items():
+        annotation, checks = accepts.get(name, ("Any", [ARG_TYPES["Any"]]))
+        if not any(ok(value) for ok in checks):
+            raise ScheduleError(
+                primitive, None, f"bad arguments: {name} must be {annotation}, got {value!r}"
+            )
+
+
+def check_flag(key: str, value: Any) -> None:
+    """Raise ScheduleError unless ``key=value`` is a legal code-generation flag; every value
+    comes from a closed set, so no flag can smuggle text onto the compiler's command line."""
+    if key not in TARGET_FLAGS:
+        raise ScheduleError("annotate", None, f"unknown key {key!r}; use one of {TARGET_FLAGS}")
+    if key == "opt_level" and value not in OPT_LEVELS:
+        raise ScheduleError("annotate", None, f"opt_level must be O1/O2/O3/Ofast, got {value!r}")
+    if key == "extra_cflags" and not (
+        isinstance(value, (list, tuple)) and all(f in ALLOWED_CFLAGS for f in value)
+    ):
+        raise ScheduleError(
+            "annotate",
+            None,
+            f"extra_cflags must be a list of allowed flags {ALLOWED_CFLAGS}, got {value!r}",
+        )
+    if key == "unroll_pragma" and (
+        not isinstance(value, int) or isinstance(value, bool) or value <= 0
+    ):
+        raise ScheduleError(
+            "annotate", None, f"unroll_pragma must be a positive int, got {value!r}"
+        )
+    if key == "fast_math" and not isinstance(value, bool):
+        raise ScheduleError("annotate", None, f"fast_math must be True or False, got {value!r}")
 
 
 def _reads(st: Stage) -> list[Tensor]:

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import ConfigError
+
 Value = int | str | bool
 Config = dict[str, Any]
 KnobKind = Literal["int", "categorical", "bool"]
@@ -202,10 +204,10 @@ class SearchSpace:
         return self._problem(config) is None
 
     def validate(self, config: Mapping[str, Any]) -> None:
-        """Raise ValueError naming the bad knob, value or violated constraint."""
+        """Raise ConfigError (a ValueError) naming the bad knob, value or violated constraint."""
         problem = self._problem(config)
         if problem is not None:
-            raise ValueError(problem)
+            raise ConfigError(problem)
 
     # -- coordinates: configs <-> choice indices ---------------------------------------
 
