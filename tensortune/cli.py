@@ -9,9 +9,10 @@
 Every command takes ``--db`` (default: ``$TENSORTUNE_DB`` or the user cache directory), so
 commands run one after another share their results. Only ``tune`` writes to it; the others open
 it read-only, so they work on read-only media and never wait for a running tuner. A writer waits
-at most ``$TENSORTUNE_DB_LOCK_TIMEOUT`` seconds (default 5) for another one's lock. Bad input (a malformed spec, an unknown
-strategy, an unreadable database...) is reported as one ``error: ...`` line on stderr with exit
-status 2; set ``TENSORTUNE_DEBUG=1`` to get the traceback instead.
+at most ``$TENSORTUNE_DB_LOCK_TIMEOUT`` seconds (default 5) for another one's lock. Bad input (a
+malformed spec, an unknown strategy, an unreadable database...) is reported as one
+``error: ...`` line on stderr with exit status 2; set ``TENSORTUNE_DEBUG=1`` to get the
+traceback instead.
 
 Exit status: 0 success, 1 nothing found (``best`` with no successful record), 2 bad input,
 130 interrupted.
@@ -409,6 +410,14 @@ def _print_tune_summary(console, result, location: str, strategy: str) -> None:
             f"{_fmt_gflops(result.gflops)} GFLOP/s"
         )
         console.print(f"  config:    {_esc(_fmt_config(result.best_config))}", soft_wrap=True)
+    if result.ratio_to_default is not None:
+        interval = result.ratio_interval
+        within = f" (final: {interval[0]:.3f} to {interval[1]:.3f})" if interval else ""
+        console.print(
+            f"  vs default: {result.ratio_to_default:.3f} of the template default's time, "
+            f"timed side by side{within}"
+        )
+    console.print(f"  host:      {result.disturbed_rounds} disturbed timing round(s) re-timed")
     if result.errors:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.errors_by_kind.items()))
         console.print(f"  failures:  {result.errors}" + (f" ({kinds})" if kinds else ""))
@@ -421,13 +430,14 @@ def _print_tune_summary(console, result, location: str, strategy: str) -> None:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
+    from .tuning.apply import tuned_schedule
     from .workload import workload
 
     wl = workload(args.spec)
     target = str(_target(args.threads))
     location = _db_location(args.db)
     with _open_existing(args.db) as database:
-        best = database.best(wl.name, target)
+        best, _ = tuned_schedule(wl, database, _target(args.threads))
         others = [] if best is not None else database.records(wl.name)
     if best is None:
         if args.json:
@@ -457,6 +467,7 @@ def cmd_best(args: argparse.Namespace) -> int:
                 "config": best.config,
                 "seconds": best.seconds,
                 "gflops": gflops,
+                "ratio_to_default": best.ratio,
                 "strategy": best.strategy,
                 "run_id": best.run_id,
             }
@@ -466,6 +477,8 @@ def cmd_best(args: argparse.Namespace) -> int:
     console.print(f"[bold]{_esc(best.workload)}[/] on {_esc(best.target)}")
     console.print(f"  time:    {_fmt_seconds(best.seconds)}")
     console.print(f"  GFLOP/s: {_fmt_gflops(gflops)}")
+    if best.ratio is not None:
+        console.print(f"  ratio:   {best.ratio:.3f} of the template default's time")
     console.print(f"  config:  {_esc(_fmt_config(best.config))}", soft_wrap=True)
     console.print(
         f"  found by {_esc(best.strategy or '?')} search (run {_esc(best.run_id or '?')})"
@@ -571,8 +584,10 @@ def render_report(records, location: str) -> str:
     for (name, target), recs in sorted(groups.items()):
         f = _flops_of(name, flops)
         ok = [r for r in recs if r.ok]
-        best = min(ok, key=lambda r: r.seconds) if ok else None
+        ranked = rank_configs(ok, order=lambda r: r.created_at)
+        best = ranked[0][0] if ranked else None  # the rule `best` and `compile` use
         failures = len(recs) - len(ok)
+        trials = sum(r.strategy != CONFIRM for r in recs)
         rows.append(
             "<tr>"
             f"<td><code>{esc(name)}</code></td><td>{esc(target)}</td>"
@@ -580,7 +595,7 @@ def render_report(records, location: str) -> str:
             f"<td class=num>{esc(_fmt_seconds(best.seconds if best else None))}</td>"
             f"<td><code>{esc(_fmt_config(best.config if best else None))}</code></td>"
             f"<td>{esc(best.strategy if best else '-')}</td>"
-            f"<td class=num>{len(recs)}</td><td class=num>{failures}</td>"
+            f"<td class=num>{trials}</td><td class=num>{failures}</td>"
             "</tr>"
         )
         png = _curve_png(name, target, recs, f)
@@ -690,7 +705,8 @@ def _curve_png(name: str, target: str, recs, flops: float | None) -> str:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from .database import open_database
-    from .tuning import compile_tuned
+    from .pipeline import compile as compile_with
+    from .tuning.apply import tuned_schedule
     from .workload import workload
 
     wl = workload(args.spec)
@@ -700,8 +716,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     # A database that does not exist yet is not created just to find nothing in it.
     source_db = "sqlite://" if missing else location
     with open_database(source_db, readonly=not missing) as database:
-        best = database.best(wl.name, str(target))
-        kernel = compile_tuned(wl, database, target)
+        best, schedule = tuned_schedule(wl, database, target)
+    kernel = compile_with(wl, schedule, target)
     if args.emit_c:
         sys.stdout.write(kernel.source if kernel.source.endswith("\n") else kernel.source + "\n")
         return EXIT_OK

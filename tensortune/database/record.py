@@ -241,3 +241,20 @@ def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
         return lambda r: r.seconds
     scale = statistics.median(references)
     return lambda r: r.ratio if r.ratio is not None else r.seconds / scale
+
+
+def rank_configs(
+    records: Sequence[Any], order: Callable[[Any], Any]
+) -> list[tuple[Any, Any]]:
+    """Successful measurements grouped by config, best config first: each as (its median
+    measurement under `rank_score`, its first by `order`: who found it, and when)."""
+    score = rank_score(records)
+    by_config: dict[str, list[Any]] = {}
+    for rec in records:
+        by_config.setdefault(rec.config_key, []).append(rec)
+    ranked = []
+    for group in by_config.values():
+        group.sort(key=lambda rec: (score(rec), order(rec)))
+        ranked.append((group[(len(group) - 1) // 2], min(group, key=order)))
+    ranked.sort(key=lambda pair: (score(pair[0]), pair[0].config_key))
+    return ranked

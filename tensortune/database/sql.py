@@ -55,7 +55,7 @@ from .record import (
     canonical_json,
     current_version,
     load_json,
-    rank_score,
+    rank_configs,
 )
 
 #: Bump when the table layout changes; `MIGRATIONS` brings older files up to date, and
@@ -552,22 +552,17 @@ class SQLDatabase(Database):
         stmt = (
             self._select(workload=workload, target=target, version=version)
             .where(c.error.is_(None), c.seconds.is_not(None))
-            .order_by(c.config_key, c.seconds, c.id)
+            .order_by(c.id)
         )
-        by_config: dict[str, list[Any]] = {}
+        rows = []
         with self._transaction("top_k") as conn:
             for row in conn.execute(stmt):
                 problem = _unrankable(row)
                 if problem is None:
-                    by_config.setdefault(row.config_key, []).append(row)
+                    rows.append(row)
                 else:  # written by another program: cannot even be ranked
                     self._skip(row, problem)
-        score = rank_score([row for rows in by_config.values() for row in rows])
-        ranked = []
-        for rows in by_config.values():
-            rows.sort(key=lambda row: (score(row), row.id))
-            ranked.append((rows[(len(rows) - 1) // 2], min(rows, key=lambda row: row.id)))
-        ranked.sort(key=lambda pair: (score(pair[0]), pair[0].config_key))
+        ranked = rank_configs(rows, order=lambda row: row.id)
         # the median's time, the first measurement's story (who found it, when); only these
         # rows are parsed, and a config whose rows fail validation is passed over
         best: list[TuningRecord] = []
