@@ -37,8 +37,10 @@ static inline int32_t tt_floormod_i32(int32_t a, int32_t b) {
   int32_t m = a % b;
   return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
 }
-#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))
+/* NaN in either operand gives NaN, as np.maximum / np.minimum: a NaN b is tested first (a
+   predictable branch), then a < b ? b : a is one vmaxss, which keeps a NaN a */
+#define TT_MAX(a, b) ((b) != (b) ? (b) : (a) < (b) ? (b) : (a))
+#define TT_MIN(a, b) ((b) != (b) ? (b) : (b) < (a) ? (b) : (a))
 """
 
 
@@ -88,12 +90,7 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
         else f"static inline {t} tt_select_{t}({m} c, {t} a, {t} b) "
         "{ return (a & c) | (b & ~c); }"
     )
-    out.append(
-        f"static inline {t} tt_max_{t}({t} a, {t} b) {{ return tt_select_{t}(a > b, a, b); }}"
-    )
-    out.append(
-        f"static inline {t} tt_min_{t}({t} a, {t} b) {{ return tt_select_{t}(a < b, a, b); }}"
-    )
+    out.append(_min_max(t, dtype, lanes))
     for red, op in (
         ("sum", "t[l] + t[l + w]"),
         ("max", "TT_MAX(t[l], t[l + w])"),
@@ -130,6 +127,51 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     return "\n".join(out)
 
 
+# Intrinsics for float32 vectors of 16, 8 and 4 lanes, each under the macro of the ISA it needs.
+# vmaxps/vminps return their second operand when either is NaN: the lanes where the first one is
+# NaN are put back, three instructions as cheap as a compare and select.
+_NATIVE_MIN_MAX = {
+    16: (
+        "__AVX512F__",
+        "_mm512_mask_mov_ps(_mm512_{op}_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a)",
+    ),
+    8: ("__AVX__", "_mm256_blendv_ps(_mm256_{op}_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))"),
+    4: ("__SSE4_1__", "_mm_blendv_ps(_mm_{op}_ps(a, b), a, _mm_cmpunord_ps(a, a))"),
+}
+_NATIVE_FLOOR = {
+    16: ("__AVX512F__", "_mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)"),
+    8: ("__AVX__", "_mm256_floor_ps(x)"),
+    4: ("__SSE4_1__", "_mm_floor_ps(x)"),
+}
+_NATIVE_LDEXP = {16: ("__AVX512F__", "_mm512_scalef_ps(y, n)")}
+
+
+def _helper(t: str, lanes: int, signature: str, portable: str, native: dict) -> str:
+    """``static inline {t} {signature}`` with the intrinsic ``native`` has for this width, where
+    the compiler targets its ISA, else with the ``portable`` body."""
+    code = f"static inline {t} {signature} {portable}"
+    if t.startswith("f32") and lanes in native:
+        macro, intrinsic = native[lanes]
+        code = (
+            f"#if defined({macro})\n"
+            f"static inline {t} {signature} {{ return ({t}){intrinsic}; }}\n"
+            f"#else\n{code}\n#endif"
+        )
+    return code
+
+
+def _min_max(t: str, dtype: str, lanes: int) -> str:
+    """``tt_max_`` and ``tt_min_`` for one vector type; on floats NaN in either operand gives
+    NaN, as np.maximum / np.minimum."""
+    out = []
+    for op, cmp in (("max", ">"), ("min", "<")):
+        cond = f"(a {cmp} b) | (a != a)" if dtype in ("float32", "float64") else f"a {cmp} b"
+        native = {k: (macro, f.format(op=op)) for k, (macro, f) in _NATIVE_MIN_MAX.items()}
+        portable = f"{{ return tt_select_{t}({cond}, a, b); }}"
+        out.append(_helper(t, lanes, f"tt_{op}_{t}({t} a, {t} b)", portable, native))
+    return "\n".join(out)
+
+
 def _load2(t: str, m: str, s: str, lanes: int) -> str:
     """Lanes ``p[0], p[2], ..., p[2*(lanes-1)]`` (a stride-2 read, as in a stride-2 window) from
     two overlapping contiguous loads and one two-source shuffle (``vpermt2ps`` on AVX-512). The
@@ -149,7 +191,7 @@ def _load2(t: str, m: str, s: str, lanes: int) -> str:
 
 # float32 vector math without libm calls: exp by range reduction to [-ln2/2, ln2/2] and a degree-6
 # polynomial (Cephes expf, ~1 ulp); tanh and sigmoid through exp; erf by Abramowitz-Stegun 7.1.26
-# (absolute error < 1.5e-7); sqrt and abs are exact.
+# (absolute error < 1.5e-7); sqrt and abs are exact. NaN and infinities give what libm gives.
 VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "abs")
 
 
@@ -162,20 +204,33 @@ def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
         f"{{ return ({t})(({m})x & (({m}){{}} + 0x7fffffff)); }}"
     ]
     if "exp" in need:
+        floor = (
+            f"{{ {m} n = __builtin_convertvector(x, {m}); "
+            f"n = n + ({m})(__builtin_convertvector(n, {t}) > x); "
+            f"return __builtin_convertvector(n, {t}); }}"
+        )
+        code.append(_helper(t, lanes, f"tt_floor_{t}({t} x)", floor, _NATIVE_FLOOR))
+        # y * 2^n for an integral n in [-160, 129]: 2^h 2^(n-h) are two normal floats, so the
+        # product rounds once, to 0, a denormal or inf exactly where y * 2^n does
+        ldexp = (
+            f"{{ {m} k = __builtin_convertvector(n, {m}), h = k >> 1; "
+            f"return y * ({t})((h + 127) << 23) * ({t})((k - h + 127) << 23); }}"
+        )
+        code.append(_helper(t, lanes, f"tt_ldexp_{t}({t} y, {t} n)", ldexp, _NATIVE_LDEXP))
         code.append(f"""static inline {t} tt_exp_{t}({t} x) {{
-  x = tt_min_{t}(tt_max_{t}(x, tt_splat_{t}(-87.3f)), tt_splat_{t}(88.3f));
-  {t} fx = x * 1.44269504088896341f + 0.5f;
-  {m} n = __builtin_convertvector(fx, {m});
-  n = n + ({m})(__builtin_convertvector(n, {t}) > fx); /* floor for negatives */
-  {t} fn = __builtin_convertvector(n, {t});
-  x = x - fn * 0.693359375f + fn * 2.12194440e-4f;
-  {t} y = 1.9875691500e-4f * x + 1.3981999507e-3f;
-  y = y * x + 8.3334519073e-3f;
-  y = y * x + 4.1665795894e-2f;
-  y = y * x + 1.6666665459e-1f;
-  y = y * x + 5.0000001201e-1f;
-  y = y * x * x + x + 1.0f;
-  return y * ({t})((n + 127) << 23);
+  /* exp(c) = 2^n e^r with c clamped to [-110, 89] (NaN to a number, put back at the end), a range
+     where exp(c) rounds to 0 (exp(-inf) = 0) or overflows to inf (exp(inf) = inf) like exp(x) */
+  {t} c = tt_select_{t}(x > -110.0f, x, tt_splat_{t}(-110.0f));
+  c = tt_select_{t}(c < 89.0f, c, tt_splat_{t}(89.0f));
+  {t} fn = tt_floor_{t}(c * 1.44269504088896341f + 0.5f);
+  {t} r = c - fn * 0.693359375f + fn * 2.12194440e-4f;
+  {t} y = 1.9875691500e-4f * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  return tt_select_{t}(x == x, tt_ldexp_{t}(y, fn), x);
 }}""")
     if "tanh" in need:
         code.append(f"""static inline {t} tt_tanh_{t}({t} x) {{

@@ -2,11 +2,12 @@
 
 from .builder import build_candidates
 from .result import ERROR_KINDS, ErrorKind, MeasureResult
-from .runner import Runner, RunRequest
+from .runner import Check, Runner, RunRequest
 from .timer import calibrate_number, time_function, timer_library
 
 __all__ = [
     "ERROR_KINDS",
+    "Check",
     "ErrorKind",
     "MeasureResult",
     "RunRequest",

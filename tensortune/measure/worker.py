@@ -35,19 +35,17 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     inputs = [np.load(path) for path in job["inputs"]]
     outputs = tuple(_poisoned(spec) for spec in kernel.outputs)
     kernel(*inputs, out=outputs)
-    if job["reference"] is not None:
-        references = [np.load(path) for path in job["reference"]]
-        if len(references) != len(outputs):
-            raise TensorTuneError(
-                f"{len(references)} reference array(s) for {len(outputs)} output(s)"
-            )
-        for spec, output, reference in zip(kernel.outputs, outputs, references, strict=True):
-            problem = compare(output, reference, job["rtol"], job["atol"])
-            if problem is not None:
-                return {
-                    "error_kind": "wrong_result",
-                    "error_msg": f"output {spec.name!r}: {problem}",
-                }
+    checks = [] if job["reference"] is None else [(None, outputs, job["reference"])]
+    for check in job.get("checks", ()):  # run once each, never timed
+        special = tuple(_poisoned(spec) for spec in kernel.outputs)
+        kernel(*(np.load(path) for path in check["inputs"]), out=special)
+        checks.append((check["label"], special, check["reference"]))
+    for label, got, paths in checks:
+        references = [np.load(path) for path in paths]
+        problem = _wrong(kernel, got, references, job["rtol"], job["atol"])
+        if problem is not None:
+            where = f" on {label}" if label else ""
+            return {"error_kind": "wrong_result", "error_msg": f"{problem}{where}"}
     pointers = pointer_array([*inputs, *outputs])
     timer = Path(job["timer"])
     number = job["number"] or calibrate_number(
@@ -109,6 +107,23 @@ def _time_paired(
         "ratio_high": timing.high,
         "disturbed": timing.disturbed,
     }
+
+
+def _wrong(
+    kernel: Kernel,
+    outputs: tuple[np.ndarray, ...],
+    references: list[np.ndarray],
+    rtol: float,
+    atol: float,
+) -> str | None:
+    """Why the kernel's `outputs` do not match `references`, or None."""
+    if len(references) != len(outputs):
+        raise TensorTuneError(f"{len(references)} reference array(s) for {len(outputs)} output(s)")
+    for spec, output, reference in zip(kernel.outputs, outputs, references, strict=True):
+        problem = compare(output, reference, rtol, atol)
+        if problem is not None:
+            return f"output {spec.name!r}: {problem}"
+    return None
 
 
 def compare(output: np.ndarray, reference: np.ndarray, rtol: float, atol: float) -> str | None:

@@ -28,8 +28,9 @@ def max_pool2d(
 ) -> Tensor:
     """Window maximum; ``stride`` defaults to ``kernel_size``.
 
-    Padding is filled with the dtype's lowest finite value (C-friendly, unlike -inf); it never
-    wins because padding must be smaller than the window, so every window holds real elements.
+    Padding is filled with -inf (the lowest int for ints), which never wins over a real element:
+    padding is smaller than the window, so every window holds one, and a window of -inf or NaN
+    elements gives -inf or NaN as the maximum of its real elements does in NumPy.
     """
     op = "max_pool2d"
     data, window, strides, pads, layout = _window_args(
@@ -97,10 +98,10 @@ def global_avg_pool(data: Tensor, layout: str = "NCHW", name: str = "global_avg_
 
 
 def _lowest(dtype: str) -> float:
-    """The most negative finite value of ``dtype``: max-pool padding that never wins."""
+    """The lowest value of ``dtype``: max-pool padding that never wins."""
     kind = np.dtype(dtype)
     if kind.kind == "f":
-        return float(np.finfo(kind).min)
+        return float("-inf")
     return int(np.iinfo(kind).min) if kind.kind == "i" else 0
 
 
