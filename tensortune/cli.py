@@ -574,6 +574,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def render_report(records, location: str) -> str:
     """The HTML report page for ``records`` (TuningRecords, in insertion order)."""
+    from .database.record import rank_configs
+    from .tuning.loop import CONFIRM
+
     esc = html.escape
     flops: dict[str, float | None] = {}
     groups: dict[tuple[str, str], list] = {}

@@ -44,7 +44,7 @@ from ..te.expr import (
     walk,
 )
 from ..te.tensor import C_RESERVED
-from .preamble import C_TYPE, HEADER, scalar_call, vector_helpers, vtype
+from .preamble import C_TYPE, HEADER, floor_divmod, scalar_call, vector_helpers, vtype
 
 STACK_LIMIT_BYTES = 128 * 1024
 _PREC = {"or": 1, "and": 2, "cmp": 3, "add": 4, "sub": 4, "mul": 5, "div": 5, "mod": 5}
@@ -681,24 +681,11 @@ class CEmitter:
         )
 
 
-# floor division and modulo of indices in kernels with 64-bit loop variables (the 32-bit helpers
-# would truncate their arguments)
-_DIVMOD64 = """\
-static inline int64_t tt_floordiv_i64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int64_t tt_floormod_i64(int64_t a, int64_t b) {
-  int64_t m = a % b;
-  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
-}"""
-
-
 def generate_c(func: PrimFunc, header_comment: str = "") -> str:
     """The complete C translation unit for one kernel."""
     em = CEmitter(func)
     body = em.function()
-    helpers = [_DIVMOD64] if em.divmod64 else []
+    helpers = [floor_divmod(64)] if em.divmod64 else []  # 32-bit ones would truncate
     helpers += [
         vector_helpers(dt, lanes, funcs)
         for (dt, lanes), funcs in sorted(em.vec_used.items(), key=lambda kv: (kv[0][1], kv[0][0]))

@@ -17,7 +17,24 @@ _BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 32}
 _SCALAR = {**C_TYPE, "int64": "int64_t"}
 _SHORT = {**SHORT, "int64": "i64"}
 
-HEADER = """\
+
+def floor_divmod(bits: int) -> str:
+    """Python's (and NumPy's) floor division and modulo of `bits`-wide integers, which C's
+    truncating ``/`` and ``%`` are not for negative operands."""
+    t = f"int{bits}_t"
+    return f"""\
+static inline {t} tt_floordiv_i{bits}({t} a, {t} b) {{
+  {t} q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+static inline {t} tt_floormod_i{bits}({t} a, {t} b) {{
+  {t} m = a % b;
+  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+}}"""
+
+
+HEADER = (
+    """\
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,19 +46,15 @@ HEADER = """\
 static inline void* tt_alloc(size_t bytes) {
   return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
-static inline int32_t tt_floordiv_i32(int32_t a, int32_t b) {
-  int32_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int32_t tt_floormod_i32(int32_t a, int32_t b) {
-  int32_t m = a % b;
-  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
-}
+"""
+    + floor_divmod(32)
+    + """
 /* NaN in either operand gives NaN, as np.maximum / np.minimum: a NaN b is tested first (a
    predictable branch), then a < b ? b : a is one vmaxss, which keeps a NaN a */
 #define TT_MAX(a, b) ((b) != (b) ? (b) : (a) < (b) ? (b) : (a))
 #define TT_MIN(a, b) ((b) != (b) ? (b) : (b) < (a) ? (b) : (a))
 """
+)
 
 
 def vtype(dtype: str, lanes: int) -> str:

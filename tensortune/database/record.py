@@ -243,9 +243,7 @@ def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
     return lambda r: r.ratio if r.ratio is not None else r.seconds / scale
 
 
-def rank_configs(
-    records: Sequence[Any], order: Callable[[Any], Any]
-) -> list[tuple[Any, Any]]:
+def rank_configs(records: Sequence[Any], order: Callable[[Any], Any]) -> list[tuple[Any, Any]]:
     """Successful measurements grouped by config, best config first: each as (its median
     measurement under `rank_score`, its first by `order`: who found it, and when)."""
     score = rank_score(records)

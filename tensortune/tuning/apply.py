@@ -14,9 +14,10 @@ import json
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from ..build.kernel import Kernel
-from ..database import Database, open_database
+from ..database import Database, default_db_path, open_database
 from ..database.record import TuningRecord
 from ..errors import ConfigError, RecordWarning, TensorTuneError
 from ..pipeline import compile as compile_with
@@ -42,13 +43,26 @@ def tuned_schedule(wl: Workload, db, target: Target) -> tuple[TuningRecord | Non
     """The best valid record and the schedule its config builds, or (None, the design space's
     default): what ``compile`` uses, so a caller reporting it names the record really used."""
     ds = design_space(wl, target)
-    database = open_database(db)
+    database = _open_for_reading(db)
+    if database is None:
+        return None, ds.schedule(ds.default)
     try:
         found = next(valid_records(ds, ranked_records(database, wl.name, str(target))), None)
     finally:
         if database is not db:  # a Database the caller passed in stays open for the caller
             database.close()
     return found or (None, ds.schedule(ds.default))
+
+
+def _open_for_reading(db) -> Database | None:
+    """The database opened read-only (compiling never writes or waits for a tuner's lock), or
+    None when a path names no file yet: nothing was tuned there."""
+    if isinstance(db, Database):
+        return db
+    location = default_db_path() if db is None else db
+    if "://" not in str(location) and not Path(location).expanduser().exists():
+        return None
+    return open_database(location, readonly=True)
 
 
 def ranked_records(database: Database, workload: str, target: str) -> list[TuningRecord]:

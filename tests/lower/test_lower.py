@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tensortune.te as te
 from tensortune.errors import LoweringError
-from tensortune.ir.nodes import Allocate, For, IfThen, Seq, Stmt
+from tensortune.ir.nodes import Allocate, For, IfThen, walk_stmts
 from tensortune.ir.printer import format_stmt
 from tensortune.lower import lower
 from tensortune.lower.bounds import read_range, region_of_reads
@@ -30,16 +30,6 @@ def matmul(M: int, N: int, K: int):
 
 def golden(text: str) -> str:
     return textwrap.dedent(text).strip("\n")
-
-
-def stmts(s: Stmt):
-    yield s
-    match s:
-        case Seq(items):
-            for x in items:
-                yield from stmts(x)
-        case For(body=body) | IfThen(body=body) | Allocate(body=body):
-            yield from stmts(body)
 
 
 def test_tiled_matmul_golden():
@@ -117,7 +107,7 @@ def test_divisible_split_has_no_guard():
     s.tile("C", "i", "j", 4, 8)
     s.split("C", "k", 4)
     func = lower(s, "mm")
-    assert not any(isinstance(x, IfThen) for x in stmts(func.body))
+    assert not any(isinstance(x, IfThen) for x in walk_stmts(func.body))
 
 
 def test_parameters_are_inputs_then_outputs_and_temporaries_are_root_intermediates():
@@ -159,7 +149,7 @@ def test_stencil_region_of_an_attached_stage():
 
 
 def _allocations(func):
-    return {x.buffer.name: x.buffer for x in stmts(func.body) if isinstance(x, Allocate)}
+    return {x.buffer.name: x.buffer for x in walk_stmts(func.body) if isinstance(x, Allocate)}
 
 
 def test_strided_window_region_of_an_attached_pad_stage():
@@ -284,7 +274,7 @@ def test_unroll_limit_of_an_attached_stage_applies_to_its_region():
         outer, _ = s.split("Sq", "i", 4)
         s.unroll("Sq", outer)  # 1024 iterations at root; block/4 where it is computed
         if ok:
-            loops = [x for x in stmts(lower(s, "f").body) if isinstance(x, For)]
+            loops = [x for x in walk_stmts(lower(s, "f").body) if isinstance(x, For)]
             assert any(x.kind == "unrolled" and x.extent == block // 4 for x in loops)
         else:
             with pytest.raises(LoweringError, match="extent 1024 where it is computed"):
@@ -304,8 +294,10 @@ def test_ragged_register_tile_runs_an_unguarded_reduction_away_from_the_edge():
     config = {**ds.default, "variant": "tile", "mr": 4, "nr_vectors": 1, "pack_b": False}
     config["pack_at"] = "root"
     sch = ds.schedule(config)
-    k_loops = [x for x in stmts(lower(sch, "f").body) if isinstance(x, For) and "k" in x.var.name]
-    guarded = [any(isinstance(x, IfThen) for x in stmts(loop.body)) for loop in k_loops]
+    k_loops = [
+        x for x in walk_stmts(lower(sch, "f").body) if isinstance(x, For) and "k" in x.var.name
+    ]
+    guarded = [any(isinstance(x, IfThen) for x in walk_stmts(loop.body)) for loop in k_loops]
     assert sorted(guarded) == [False, True]
     inputs = wl.random_inputs(0)
     got = compile(wl.outputs, sch, target)(*inputs)
