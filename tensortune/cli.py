@@ -455,7 +455,11 @@ def cmd_best(args: argparse.Namespace) -> int:
         if elsewhere:
             message += f" (there are records for target(s) {', '.join(elsewhere)}: see --threads)"
         elif others:
-            message += f" ({len(others)} failed measurement(s))"
+            failed = sum(not r.ok for r in others)
+            skipped = len(others) - failed
+            message += f" ({failed} failed measurement(s)" + (
+                f", {skipped} record(s) skipped as invalid)" if skipped else ")"
+            )
         print(message, file=sys.stderr)
         return EXIT_NOT_FOUND
     gflops = _gflops(wl.flops, best.seconds)

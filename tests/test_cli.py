@@ -259,3 +259,51 @@ def test_a_server_password_is_never_printed() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error:") and len(done.stderr.strip().splitlines()) == 1
     assert "s3cret" not in done.stderr + done.stdout and "tuner:***@" in done.stderr
+
+
+def test_best_compile_and_report_use_one_rule(tmp_path, capsys):
+    """A config timed once at a lucky moment (fastest single time) loses to the config whose
+    median ratio to the reference is best, in every command alike."""
+    from tensortune.space.registry import design_space
+    from tensortune.workload import workload
+
+    spec = "matmul:M=32,N=32,K=32"
+    target = cli._target(None)
+    ds = design_space(workload(spec), target)
+    steady = ds.default
+    knob = next(k for k in ds.space.knobs if len(k.choices) > 1)
+    lucky = next(
+        {**steady, knob.name: choice}
+        for choice in knob.choices
+        if ds.space.is_valid({**steady, knob.name: choice}) and choice != steady[knob.name]
+    )
+    db = tmp_path / "rule.db"
+    rows = [(steady, 1.0, "random")] * 3 + [
+        (lucky, 0.5, "random"),
+        (lucky, 1.2, "confirm"),
+        (lucky, 1.3, "confirm"),
+    ]
+    with open_database(db) as database:
+        for trial, (config, ratio, strategy) in enumerate(rows):
+            database.commit_record(
+                TuningRecord(
+                    workload=workload(spec).name,
+                    target=str(target),
+                    config=config,
+                    seconds=ratio * 1e-3,
+                    reference_seconds=1e-3,
+                    ratio=ratio,
+                    strategy=strategy,
+                    trial=trial,
+                )
+            )
+    assert cli.main(["best", spec, "--db", str(db), "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert best["config"] == steady and best["ratio_to_default"] == 1.0
+    assert cli.main(["compile", spec, "--db", str(db)]) == 0
+    assert "tuned schedule (1 ms," in capsys.readouterr().out  # not the lucky 500 us
+    out = tmp_path / "report.html"
+    assert cli.main(["report", "--db", str(db), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "<td class=num>1 ms</td>" in page and "500" not in page  # not the lucky 0.5 ms
+    assert "<td class=num>4</td>" in page  # trials: the two confirm re-measurements are not

@@ -156,17 +156,6 @@ def _from_row(row: Any) -> TuningRecord:
     return rec
 
 
-def _unrankable(row: Any) -> str | None:
-    """Why a stored row's timing columns cannot be ranked, or None if they can."""
-    for name in ("seconds", "reference_seconds", "ratio"):
-        value = getattr(row, name)
-        if value is None and name != "seconds":
-            continue
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            return f"its {name} is not a time: {value!r:.40}"
-    return None
-
-
 def _driver_message(exc: BaseException) -> str:
     """The first line of what the driver (or OS) objected to."""
     orig = getattr(exc, "orig", None) or exc
@@ -554,33 +543,24 @@ class SQLDatabase(Database):
             .where(c.error.is_(None), c.seconds.is_not(None))
             .order_by(c.id)
         )
-        rows = []
         with self._transaction("top_k") as conn:
-            for row in conn.execute(stmt):
-                problem = _unrankable(row)
-                if problem is None:
-                    rows.append(row)
-                else:  # written by another program: cannot even be ranked
-                    self._skip(row, problem)
-        ranked = rank_configs(rows, order=lambda row: row.id)
-        # the median's time, the first measurement's story (who found it, when); only these
-        # rows are parsed, and a config whose rows fail validation is passed over
-        best: list[TuningRecord] = []
-        for median_row, first_row in ranked:
-            if len(best) == k:
-                break
-            median, first = self._load(median_row), self._load(first_row)
-            if median is not None and first is not None:
-                best.append(
-                    replace(
-                        first,
-                        seconds=median.seconds,
-                        spread=median.spread,
-                        reference_seconds=median.reference_seconds,
-                        ratio=median.ratio,
-                    )
-                )
-        return best
+            rows = list(conn.execute(stmt))
+        # every row is validated before it ranks: a malformed row (written by another program)
+        # is left out with a warning, and its config ranks on its valid measurements
+        loaded = [(row.id, rec) for row in rows if (rec := self._load(row)) is not None]
+        order = {id(rec): row_id for row_id, rec in loaded}
+        ranked = rank_configs([rec for _, rec in loaded], order=lambda rec: order[id(rec)])
+        # the median's time, the first measurement's story (who found it, when)
+        return [
+            replace(
+                first,
+                seconds=median.seconds,
+                spread=median.spread,
+                reference_seconds=median.reference_seconds,
+                ratio=median.ratio,
+            )
+            for median, first in ranked[:k]
+        ]
 
     def workloads(self, target: str | None = None) -> list[str]:
         c = records_table.c
