@@ -1,7 +1,7 @@
 """Do tuned winners reproduce? Tune, then re-time each winner beside its template default and the
 fastest peer in a fresh process.
 
-    python benchmarks/reproduce.py [--trials 100] [--db reproduce.db] [--only conv]
+    python benchmarks/reproduce.py [--trials 100] [--db reproduce.db] [--set odd] [--only conv]
                                    [--rounds 10] [--threads 2] [--retime-only]
 
 Five suite workloads and five odd-shaped ones from real models. After tuning (which resumes what
@@ -51,13 +51,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--db", default="reproduce.db")
+    ap.add_argument("--set", choices=("all", "suite", "odd"), default="all")
     ap.add_argument("--only", default="", help="substring filter on the workload specs")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--retime-only", action="store_true", help="skip tuning")
     ap.add_argument("--retime", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    specs = [s for s in SUITE + ODD if args.only in s]
+    chosen = {"all": SUITE + ODD, "suite": SUITE, "odd": ODD}[args.set]
+    specs = [s for s in chosen if args.only in s]
     common.limit_threads(args.threads)
     target = tt.Target.detect(num_threads=args.threads)
     if args.retime:
