@@ -323,22 +323,44 @@ def _final(
     turns, until each has 1 + CONFIRM_ROUNDS measurements. The database ranks a config by its
     median ratio to the reference, so the winner is the config that is fast, not the one timed
     at the host's luckiest moment, and the default, always a finalist, wins unless beaten."""
-    db, wl, key = session.database, session.wl.name, session.target_key
     top = [r.config for r in _valid_top(session, ds, CONFIRM_TOP)]
     finalists = list({canonical_json(c): c for c in [ds.default, *top]}.values())
     for round_ in range(1 + CONFIRM_ROUNDS):
-        times = Counter(r.config_key for r in db.records(wl, key, version=__version__) if r.ok)
-        todo = [c for c in finalists if times[canonical_json(c)] < round_ + 1]
-        if todo:
-            measure_configs(
-                ds,
-                todo,
-                target,
-                runner,
-                *data,
-                lambda i, trace, res, todo=todo: session.commit(todo[i], trace, res, confirm=True),
-                baseline=baseline,
-            )
+        _remeasure(session, ds, target, runner, data, baseline, finalists, round_ + 1)
+    # re-measured finalists drift up towards their true ratio, so a config measured once may
+    # now lead on one lucky draw: it is re-measured too, until the leader is a confirmed one
+    for _ in range(CONFIRM_TOP * CONFIRM_ROUNDS):
+        leader = [r.config for r in _valid_top(session, ds, 1)]
+        if not _remeasure(session, ds, target, runner, data, baseline, leader, 1 + CONFIRM_ROUNDS):
+            break
+
+
+def _remeasure(
+    session: _Session,
+    ds: DesignSpace,
+    target: Target,
+    runner: Runner,
+    data: tuple,
+    baseline: tuple[Path, str],
+    configs: list[dict],
+    times: int,
+) -> bool:
+    """Measure once more (a re-measurement, not a trial) each of `configs` that this version
+    has measured fewer than `times` times; False if none needed it."""
+    db, wl, key = session.database, session.wl.name, session.target_key
+    counts = Counter(r.config_key for r in db.records(wl, key, version=__version__) if r.ok)
+    todo = [c for c in configs if counts[canonical_json(c)] < times]
+    if todo:
+        measure_configs(
+            ds,
+            todo,
+            target,
+            runner,
+            *data,
+            lambda i, trace, res: session.commit(todo[i], trace, res, confirm=True),
+            baseline=baseline,
+        )
+    return bool(todo)
 
 
 def _valid_top(session: _Session, ds: DesignSpace, k: int) -> list[TuningRecord]:
