@@ -689,7 +689,6 @@ def generate_c(func: PrimFunc, header_comment: str = "") -> str:
     helpers += [
         vector_helpers(dt, lanes, funcs)
         for (dt, lanes), funcs in sorted(em.vec_used.items(), key=lambda kv: (kv[0][1], kv[0][0]))
-        if not dt.startswith("int64") or True
     ]
     comment = "".join(f" * {comment_text(line)}\n" for line in header_comment.splitlines())
     head = (
