@@ -268,7 +268,7 @@ def tune(
                 raise
             search.tell(configs, costs)
             session.catch_up(search, ds.space)
-        if baseline is not None:
+        if trials:  # `--trials 0` only asks
             _final(session, ds, target, runner, *data, baseline=baseline)
     best_rec = next(iter(_valid_top(session, ds, 1)), None)
     margin = session.final.get(best_rec.config_key) if best_rec is not None else None
@@ -317,12 +317,13 @@ def _final(
     target: Target,
     runner: Runner,
     *data,
-    baseline: tuple[Path, str],
+    baseline: tuple[Path, str] | None,
 ) -> None:
-    """Re-time the fastest few configs and the template default beside the reference, taking
-    turns, until each has 1 + CONFIRM_ROUNDS measurements. The database ranks a config by its
-    median ratio to the reference, so the winner is the config that is fast, not the one timed
-    at the host's luckiest moment, and the default, always a finalist, wins unless beaten."""
+    """Re-time the fastest few configs and the template default beside the reference (alone
+    when the default could not be one), taking turns, until each has 1 + CONFIRM_ROUNDS
+    measurements. The database ranks a config by its median ratio to the reference, so the
+    winner is the config that is fast, not the one timed at the host's luckiest moment, and the
+    default, always a finalist, wins unless beaten."""
     top = [r.config for r in _valid_top(session, ds, CONFIRM_TOP)]
     finalists = list({canonical_json(c): c for c in [ds.default, *top]}.values())
     for round_ in range(1 + CONFIRM_ROUNDS):
@@ -341,7 +342,7 @@ def _remeasure(
     target: Target,
     runner: Runner,
     data: tuple,
-    baseline: tuple[Path, str],
+    baseline: tuple[Path, str] | None,
     configs: list[dict],
     times: int,
 ) -> bool:
