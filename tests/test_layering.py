@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tensortune"
 ORDER = [
     "errors",
     "version",
+    "dtype",
     "te",
     "ops",
     "target",
