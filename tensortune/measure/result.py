@@ -35,7 +35,9 @@ class MeasureResult:
     ratio_low: float | None = None
     ratio_high: float | None = None
     disturbed: int = 0
-    """Rounds the host disturbed (steal, preemption), thrown away and timed again."""
+    """Rounds the host disturbed (steal, run-queue wait), thrown away and timed again."""
+    filtered: int = 0
+    """Disturbed rounds kept with each block's fastest calls (the host stayed busy)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spread", tuple(float(s) for s in self.spread))

@@ -289,7 +289,10 @@ class Runner:
         if "ratio" in reply:
             paired = {
                 "reference_seconds": statistics.median(reply["reference_spread"]),
-                **{k: reply[k] for k in ("ratio", "ratio_low", "ratio_high", "disturbed")},
+                **{
+                    k: reply[k]
+                    for k in ("ratio", "ratio_low", "ratio_high", "disturbed", "filtered")
+                },
             }
         return MeasureResult.from_spread(
             reply["spread"],

@@ -23,8 +23,8 @@ import numpy as np
 from ..build.kernel import ArgSpec, Kernel, pointer_array
 from ..errors import TensorTuneError
 from . import host
-from .paired import CANDIDATE, REFERENCE, time_paired
-from .timer import calibrate_number, time_function
+from .paired import CANDIDATE, REFERENCE, Block, time_paired
+from .timer import calibrate_number, time_function, time_groups
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -85,12 +85,12 @@ def _time_paired(
     for kernel, pointers, number in contenders.values():
         time_function(kernel.packed_address, pointers, number, 1, job["warmup"], timer=timer)
 
-    def block(which: int) -> float:
+    def block(which: int) -> Block:
         kernel, pointers, number = contenders[which]
-        (seconds,) = time_function(
-            kernel.packed_address, pointers, number, 1, 0, job["flush_bytes"], timer=timer
+        mean, groups = time_groups(
+            kernel.packed_address, pointers, number, flush_bytes=job["flush_bytes"], timer=timer
         )
-        return seconds
+        return Block.of_groups(mean, groups)
 
     def watch() -> Callable[[], bool]:
         before = host.sample()
@@ -106,6 +106,7 @@ def _time_paired(
         "ratio_low": timing.low,
         "ratio_high": timing.high,
         "disturbed": timing.disturbed,
+        "filtered": timing.filtered,
     }
 
 

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from tensortune.measure.paired import CANDIDATE, final, median_interval, time_paired
+from tensortune.measure.paired import CANDIDATE, Block, final, median_interval, time_paired
 
 BLOCK_SECONDS = 0.05
 
@@ -133,4 +133,25 @@ def test_a_time_budget_ends_the_rounds() -> None:
     timing = time_paired(
         lambda which: host.block(1.0), max_seconds=0.0, rel_width=0.0, watch=lambda: lambda: True
     )
-    assert (timing.rounds, timing.disturbed) == (5, 0)
+    assert (timing.rounds, timing.disturbed, timing.filtered) == (5, 0, 5)
+
+
+def test_a_host_that_stays_busy_is_ranked_by_the_unstalled_calls() -> None:
+    """Beside a CPU-bound neighbour every round is disturbed and block means carry stalls of a
+    scheduler slice that hit two kernels unequally; the low quantile of their groups does not."""
+    rng = random.Random(11)
+
+    def block(which: int) -> Block:
+        true = 0.9 if which == CANDIDATE else 1.0
+        stall = 4.0 if which == CANDIDATE else 1.5  # the candidate tolerates a stalled thread worse
+        groups = [
+            true * (stall if rng.random() < 0.4 else rng.lognormvariate(0, 0.01)) for _ in range(64)
+        ]
+        return Block.of_groups(statistics.mean(groups), groups)
+
+    timing = time_paired(block, watch=lambda: lambda: True)
+    assert timing.disturbed == 2  # timed again twice, then kept filtered
+    assert timing.filtered == timing.rounds
+    assert timing.ratio == pytest.approx(0.9, rel=0.03)
+    means = time_paired(lambda which: block(which).mean)
+    assert means.ratio > 1.0  # ranking by the mean would pick the wrong kernel
