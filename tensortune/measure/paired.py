@@ -27,7 +27,8 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -157,6 +158,10 @@ def time_paired(
             return timing
 
 
+def _head_to_head(time_block: Callable[[K], float], key: K, default: K, which: int) -> float:
+    return time_block(key if which == CANDIDATE else default)
+
+
 def _as_block(seconds: float | Block) -> Block:
     return seconds if isinstance(seconds, Block) else Block(seconds, seconds)
 
@@ -188,7 +193,7 @@ def final(
     finalists: Sequence[K],
     default: K,
     time_block: Callable[[K], float],
-    **paired: float,
+    **paired: Any,
 ) -> Final[K]:
     """Re-time the finalists head-to-head against the template default; the fastest wins.
 
@@ -200,9 +205,7 @@ def final(
     for key in dict.fromkeys(finalists):
         if key == default:
             continue
-        against[key] = time_paired(
-            lambda which, key=key: time_block(key if which == CANDIDATE else default), **paired
-        )
+        against[key] = time_paired(partial(_head_to_head, time_block, key, default), **paired)
     faster = {key: t for key, t in against.items() if t.ratio < 1.0}
     winner = min(faster, key=lambda key: faster[key].ratio) if faster else default
     return Final(winner, default, against)

@@ -4,6 +4,7 @@ that names the op, the argument and what it accepts."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 from ..errors import DSLError
 from ..te import Tensor
@@ -18,7 +19,7 @@ def tensor_arg(op: str, arg: str, value: object, ndim: int | None = None) -> Ten
     return value
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -31,15 +32,14 @@ def int_arg(op: str, arg: str, value: object, minimum: int = 1) -> int:
 def int_tuple(op: str, arg: str, value: object, n: int, minimum: int) -> tuple[int, ...]:
     """An int repeated ``n`` times, or a sequence of exactly ``n`` ints, each >= ``minimum``."""
     values = (value,) * n if is_int(value) else value
-    if (
-        not isinstance(values, Sequence)
-        or len(values) != n
-        or not all(is_int(v) and v >= minimum for v in values)
-    ):
+    if not isinstance(values, Sequence) or len(values) != n:
+        values = ()
+    ints = tuple(v for v in values if is_int(v) and v >= minimum)
+    if len(ints) != n:
         raise DSLError(
             f"{op}: {arg} must be an int >= {minimum} or a sequence of {n} such ints, got {value!r}"
         )
-    return tuple(values)
+    return ints
 
 
 def choice(op: str, arg: str, value: object, choices: Sequence[str]) -> str:

@@ -21,10 +21,8 @@ def transpose(x: Tensor, axes: Sequence[int] | None = None, name: str = "transpo
     shape = tuple(x.shape[a] for a in perm)
 
     def body(*idx: Expr) -> Expr:
-        src = [None] * x.ndim
-        for d, a in enumerate(perm):
-            src[a] = idx[d]
-        return x[tuple(src)]
+        src = {a: idx[d] for d, a in enumerate(perm)}
+        return x[tuple(src[a] for a in range(x.ndim))]
 
     return te.compute(shape, body, name=name, tag="transform", attrs={"axes": perm})
 
@@ -46,7 +44,7 @@ def reshape(x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
 
     def body(*idx: Expr) -> Expr:
         flat = _linear(idx, shape)
-        src = []
+        src: list[Expr] = []
         for d, (extent, stride) in enumerate(zip(x.shape, _strides(x.shape), strict=True)):
             if extent == 1:
                 src.append(te.const(0))
