@@ -1,20 +1,35 @@
 """tensortune: a compiler and ML-guided autotuner for tensor programs on CPUs.
 
-import tensortune as tt
-kernel = tt.compile("matmul:M=256,N=256,K=256")            # naive loop nest
-result = tt.tune("matmul:M=256,N=256,K=256", trials=32)     # search, measure, record
-kernel = tt.compile("matmul:M=256,N=256,K=256", db=None or path)  # best tuned schedule
+    import tensortune as tt
+    kernel = tt.compile("matmul:M=256,N=256,K=256")            # naive loop nest
+    result = tt.tune("matmul:M=256,N=256,K=256", trials=32)     # search, measure, record
+    kernel = tt.compile("matmul:M=256,N=256,K=256", db=None)    # best tuned schedule
+
+Start with ``help(tt.workload)`` (spec strings), ``help(tt.compile)``, ``help(tt.tune)`` and
+``help(tt.Schedule)``. Every error tensortune raises on purpose is a ``TensorTuneError``; the
+subclasses exported here say what went wrong (``SpecError``, ``ScheduleError``, ``BuildError``,
+``EnvironmentFailure``...).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from . import te
 from .build.kernel import Kernel
 from .errors import (
     BuildError,
+    ConfigError,
+    DatabaseError,
     DSLError,
+    EnvironmentFailure,
     KernelArgumentError,
     LoweringError,
+    MissingDependency,
+    RecordWarning,
     ScheduleError,
     SpecError,
+    StrategyError,
     TensorTuneError,
 )
 from .pipeline import compile as compile_with
@@ -24,30 +39,82 @@ from .tuning import compile_tuned, tune
 from .version import __version__
 from .workload import Workload, workload
 
-_NO_DB = object()
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Sequence
+
+    from .database import Database
 
 
-def compile(program, schedule=None, target=None, db=_NO_DB) -> Kernel:
-    """Compile a spec string, Workload or output Tensor(s) into a callable Kernel.
+class _NotGiven:
+    """``db``'s default: no database lookup (``None`` already means the default database)."""
 
-    With ``schedule`` that schedule is used; with ``db`` (a path, URL, or None for the default
-    database) the best tuned schedule for this target, or the design space's default when the
-    workload was never tuned; with neither, the plain loop nest.
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_NO_DB = _NotGiven()
+
+
+def compile(
+    program: str | Workload | te.Tensor | Sequence[te.Tensor],
+    schedule: Schedule | None = None,
+    target: Target | None = None,
+    db: str | os.PathLike[str] | Database | _NotGiven | None = _NO_DB,
+) -> Kernel:
+    """Compile a program into a Kernel you call with NumPy arrays.
+
+    Args:
+        program: a workload spec string (``"matmul:M=256,N=256,K=256"``), a ``Workload``, or
+            the output Tensor(s) of a ``te.compute``.
+        schedule: the ``Schedule`` to use. Default: none, see ``db``.
+        target: the CPU to compile for. Default: ``Target.detect()``, this machine with every
+            CPU this process may use.
+        db: look the schedule up in a tuning database: a SQLite path, a SQLAlchemy URL, an
+            open ``Database``, or ``None`` for the default one (``$TENSORTUNE_DB``, else
+            ``tuning.db`` in the user cache directory). It picks the best valid record for
+            ``target``, or the design space's default schedule when the workload was never
+            tuned there. Not given (and no ``schedule``): the plain, unoptimised loop nest. A
+            ``schedule`` wins over ``db``.
+
+    Returns:
+        A ``Kernel``: ``kernel(*inputs)`` returns the output array(s); ``kernel.source`` is the
+        generated C and ``kernel.library_path`` the shared library, cached by content hash in
+        ``$TENSORTUNE_CACHE_DIR`` (default: the user cache directory).
+
+    Raises:
+        SpecError: a malformed spec string (also for ``db=`` lookups).
+        ScheduleError, LoweringError: a schedule that cannot be turned into a loop nest.
+        BuildError: no C compiler, or it rejected the source (``CompileError.log`` has why).
+        EnvironmentFailure: the kernel cache cannot be created or written.
+        DatabaseError: ``db`` names a database that cannot be read.
+        TensorTuneError: ``db`` given with a program that is not a spec or a Workload.
     """
-    if db is not _NO_DB and schedule is None:
+    if not isinstance(db, _NotGiven) and schedule is None:
+        if not isinstance(program, str | Workload):
+            raise TensorTuneError(
+                "compile(db=...) looks a tuned schedule up by workload: pass a spec string or "
+                "a Workload (or pass schedule= for a compute of your own)"
+            )
         return compile_tuned(program, db, target)
     return compile_with(program, schedule, target)
 
 
 __all__ = [
     "BuildError",
+    "ConfigError",
     "DSLError",
+    "DatabaseError",
+    "EnvironmentFailure",
     "Kernel",
     "KernelArgumentError",
     "LoweringError",
+    "MissingDependency",
+    "RecordWarning",
     "Schedule",
     "ScheduleError",
     "SpecError",
+    "StrategyError",
     "Target",
     "TensorTuneError",
     "Workload",

@@ -291,3 +291,13 @@ def test_spec_must_be_a_string():
     with pytest.raises(SpecError, match="must be a string, got int"):
         workload(3)  # type: ignore[arg-type]
     assert issubclass(SpecError, ValueError)
+
+
+def test_the_docstring_names_every_spec_form():
+    """``help(tt.workload)`` is where a user learns the forms: a new one must be listed there."""
+    from tensortune.workload import _OPS
+
+    for op in _OPS:
+        assert f"``{op}:" in workload.__doc__, op
+    for epilogue in EPILOGUES:
+        assert epilogue in workload.__doc__

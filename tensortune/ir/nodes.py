@@ -61,8 +61,11 @@ class Seq(Stmt):
 
 @dataclass(frozen=True, slots=True)
 class IfThen(Stmt):
+    """``if cond: body else: orelse`` (``orelse`` None when there is no else branch)."""
+
     cond: Expr
     body: Stmt
+    orelse: Stmt | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,5 +108,9 @@ def walk_stmts(s: Stmt):
         case Seq(stmts):
             for x in stmts:
                 yield from walk_stmts(x)
-        case For(body=body) | IfThen(body=body) | Allocate(body=body):
+        case IfThen(body=body, orelse=orelse):
+            yield from walk_stmts(body)
+            if orelse is not None:
+                yield from walk_stmts(orelse)
+        case For(body=body) | Allocate(body=body):
             yield from walk_stmts(body)

@@ -1,4 +1,9 @@
-"""A readable, Python-like rendering of the loop IR (for humans and golden tests)."""
+"""A readable, Python-like rendering of the loop IR (for humans, ``--emit-ir`` and golden tests).
+
+It follows the C line for line: a vectorized loop of stores prints one line per store (as the C
+prints one vector statement), branches print ``else:`` where the C has ``} else {``, comments are
+the C's comments.
+"""
 
 from __future__ import annotations
 
@@ -42,6 +47,12 @@ def format_stmt(s: Stmt | PrimFunc, indent: int = 0) -> str:
             head = [f"def {name}({sig}):"]
             head += [f"  alloc {b.name}: {b.dtype}{list(b.shape)}" for b in temps]
             return "\n".join([*head, format_stmt(body, 1)])
+        case For(var, extent, "vectorized", body, _) if _only_stores(body):
+            stores = body.stmts if isinstance(body, Seq) else (body,)
+            tag = f"  # vector: {var.name} in range({extent})"
+            return "\n".join(
+                format_stmt(x, indent) + ("" if isinstance(x, Comment) else tag) for x in stores
+            )
         case For(var, extent, kind, body, _):
             tag = "" if kind == "serial" else f"  # {kind}"
             return f"{pad}for {var.name} in range({extent}):{tag}\n{format_stmt(body, indent + 1)}"
@@ -50,11 +61,19 @@ def format_stmt(s: Stmt | PrimFunc, indent: int = 0) -> str:
             return f"{pad}{buf.name}[{index}] = {format_expr(value)}"
         case Seq(stmts):
             return "\n".join(format_stmt(x, indent) for x in stmts)
-        case IfThen(cond, body):
-            return f"{pad}if {format_expr(cond)}:\n{format_stmt(body, indent + 1)}"
+        case IfThen(cond, body, orelse):
+            text = f"{pad}if {format_expr(cond)}:\n{format_stmt(body, indent + 1)}"
+            if orelse is not None:
+                text += f"\n{pad}else:\n{format_stmt(orelse, indent + 1)}"
+            return text
         case Allocate(buf, body):
             head = f"{pad}alloc {buf.name}: {buf.dtype}{list(buf.shape)} ({buf.scope})"
             return f"{head}\n{format_stmt(body, indent)}"
         case Comment(text):
             return f"{pad}# {text}"
     raise TypeError(s)
+
+
+def _only_stores(s: Stmt) -> bool:
+    stmts = s.stmts if isinstance(s, Seq) else (s,)
+    return all(isinstance(x, Store | Comment) for x in stmts)

@@ -1,5 +1,5 @@
-"""Scheduled stages → one loop nest (bound inference, guards, buffers)."""
+"""Scheduled stages → one loop nest (bound inference, guards, buffers) → the lowering passes."""
 
-from .lower import lower
+from .lower import build_nest, lower, run_passes
 
-__all__ = ["lower"]
+__all__ = ["build_nest", "lower", "run_passes"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..ir.simplify import Ranges, atom_range, expr_range, from_linear, simplify, to_linear
-from ..te.expr import Const, Expr, Var, walk
+from ..te.expr import Const, Expr, Var, free_vars
 
 Region = tuple[tuple[Expr, int], ...]  # per dimension: (min, extent)
 
@@ -22,7 +22,7 @@ def read_range(index: Expr, varying: Ranges, context: Ranges) -> tuple[Expr, int
     fixed: dict[Expr, int] = {}
     lo, span = c0, 0
     for atom, k in terms.items():
-        inner = _vars(atom)
+        inner = free_vars(atom)
         if not inner & varying.keys():
             fixed[atom] = k
             continue
@@ -67,10 +67,6 @@ def region_of_reads(
         else:
             out.append(box)
     return tuple(out)
-
-
-def _vars(e: Expr) -> set[Var]:
-    return {n for n in walk(e) if isinstance(n, Var)}
 
 
 def may_be_negative(e: Expr, ranges: Mapping[Var, int]) -> bool:

@@ -13,7 +13,7 @@ import tensortune.te as te
 from tensortune.errors import LoweringError
 from tensortune.ir.nodes import Allocate, For, IfThen, walk_stmts
 from tensortune.ir.printer import format_stmt
-from tensortune.lower import lower
+from tensortune.lower import build_nest, lower
 from tensortune.lower.bounds import read_range, region_of_reads
 from tensortune.pipeline import compile
 from tensortune.schedule import Schedule
@@ -39,19 +39,17 @@ def test_tiled_matmul_golden():
     s.reorder("C", [io, jo, "k", ii, ji])
     s.parallel("C", io)
     s.vectorize("C", ji)
-    assert format_stmt(lower(s, "mm")) == golden(
+    assert format_stmt(lower(s, "mm", 2)) == golden(
         """
         def mm(A: float32[8, 4], B: float32[4, 8], C: float32[8, 8]):
           # stage C
           for i_o in range(2):  # parallel
             for j_o in range(2):
               for i_i in range(4):
-                for j_i in range(4):  # vectorized
-                  C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] = 0.0
+                C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] = 0.0  # vector: j_i in range(4)
               for k in range(4):
                 for i_i in range(4):
-                  for j_i in range(4):  # vectorized
-                    C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] = (C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] + (A[(i_i + (i_o * 4)), k] * B[k, (j_i + (j_o * 4))]))
+                  C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] = (C[(i_i + (i_o * 4)), (j_i + (j_o * 4))] + (A[(i_i + (i_o * 4)), k] * B[k, (j_i + (j_o * 4))]))  # vector: j_i in range(4)
         """  # noqa: E501
     )
 
@@ -274,7 +272,7 @@ def test_unroll_limit_of_an_attached_stage_applies_to_its_region():
         outer, _ = s.split("Sq", "i", 4)
         s.unroll("Sq", outer)  # 1024 iterations at root; block/4 where it is computed
         if ok:
-            loops = [x for x in walk_stmts(lower(s, "f").body) if isinstance(x, For)]
+            loops = [x for x in walk_stmts(build_nest(s, "f").body) if isinstance(x, For)]
             assert any(x.kind == "unrolled" and x.extent == block // 4 for x in loops)
         else:
             with pytest.raises(LoweringError, match="extent 1024 where it is computed"):
@@ -283,8 +281,8 @@ def test_unroll_limit_of_an_attached_stage_applies_to_its_region():
 
 def test_ragged_register_tile_runs_an_unguarded_reduction_away_from_the_edge():
     """Guards of a ragged register tile that only its unrolled/vector loops vary are checked
-    once outside the reduction: interior tiles get a k loop with no guard in it, edge tiles a
-    guarded one, and both compute the right answer."""
+    once outside the reduction: interior tiles get a k loop with no guard in it, edge tiles
+    (a ragged row edge, a ragged column edge) guarded ones, and all compute the right answer."""
     import tensortune as tt
     from tensortune.space.registry import design_space
 
@@ -298,7 +296,7 @@ def test_ragged_register_tile_runs_an_unguarded_reduction_away_from_the_edge():
         x for x in walk_stmts(lower(sch, "f").body) if isinstance(x, For) and "k" in x.var.name
     ]
     guarded = [any(isinstance(x, IfThen) for x in walk_stmts(loop.body)) for loop in k_loops]
-    assert sorted(guarded) == [False, True]
+    assert guarded.count(False) == 1 and guarded.count(True) >= 1
     inputs = wl.random_inputs(0)
     got = compile(wl.outputs, sch, target)(*inputs)
     np.testing.assert_allclose(got, wl.reference(inputs), rtol=1e-5, atol=1e-5)

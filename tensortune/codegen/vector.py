@@ -1,0 +1,213 @@
+"""Printing a vectorized loop as C vector-extension code.
+
+After the ``vectorize`` pass a vectorized loop holds only stores, so it prints as one vector
+statement per store: unit-stride accesses are vector loads/stores, stride 2 two loads and a
+shuffle, invariant ones broadcasts, others gathers; a store to one element is a horizontal
+reduction of the lanes. Choosing these instructions is the printer's whole job here.
+"""
+
+from __future__ import annotations
+
+from ..dtype import dtype
+from ..errors import LoweringError
+from ..ir.nodes import Comment, For, Seq, Store
+from ..ir.simplify import linear_coeff, simplify
+from ..lower.vectorize import reduction
+from ..te.expr import (
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Select,
+    TensorRead,
+    Var,
+    free_vars,
+    substitute,
+)
+from .expr import _CSYM, CMP, ExprPrinter
+from .preamble import vtype
+
+_HORIZONTAL = {"add": "sum", "max": "max", "min": "min"}
+
+
+class VectorPrinter(ExprPrinter):
+    """Vector statements and expressions inside one vectorized loop (``self.vec``)."""
+
+    vec_used: dict[tuple[str, int], set[str]]
+
+    def line(self, text: str) -> None:  # provided by the statement printer
+        raise NotImplementedError
+
+    def use_vec(self, dt: str, lanes: int, func: str | None = None) -> str:
+        """The vector type name, recording that its helpers (and ``func``) are needed."""
+        if dt == "bool":  # boolean lanes are masks: 0 or -1 in int32 lanes
+            dt = "int32"
+        funcs = self.vec_used.setdefault((dt, lanes), set())
+        if dtype(dt).is_float:
+            self.vec_used.setdefault((dtype(dt).mask, lanes), set())
+        if func:
+            funcs.add(func)
+        return vtype(dt, lanes)
+
+    def vector_loop(self, s: For) -> None:
+        self.vec = (s.var, s.extent)
+        self.ranges[s.var] = s.extent
+        try:
+            stores = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
+            for st in stores:
+                if isinstance(st, Comment):
+                    continue
+                if not isinstance(st, Store):
+                    raise LoweringError(f"vectorized loop {s.var.name} holds a {type(st).__name__}")
+                self.vector_store(st)
+        finally:
+            self.vec = None
+
+    def lane(self, off: Expr, k: int) -> Expr:
+        return simplify(substitute(off, {self.vec[0]: Const(k)}), self.ranges)
+
+    def vector_store(self, st: Store) -> None:
+        v, lanes = self.vec
+        off = self.offset(st.buffer, st.indices)
+        stride = linear_coeff(off, v, self.ranges)
+        dt = st.buffer.dtype
+        t = self.use_vec(dt, lanes)
+        if stride == 0:  # a reduction across lanes into one element
+            red = reduction(st.value, st.buffer)
+            if red is None:
+                raise LoweringError(
+                    f"vectorized store to {st.buffer.name} does not vary with {v.name}"
+                )
+            op, rest = red
+            target = self.load_flat(st.buffer, off)
+            combined = f"tt_h{_HORIZONTAL[op]}_{t}({self.vexpr(rest, dt)})"
+            rhs = (
+                f"{target} + {combined}"
+                if op == "add"
+                else f"TT_{op.upper()}({target}, {combined})"
+            )
+            self.line(f"{target} = {rhs};")
+            return
+        code = self.vexpr(st.value, dt)
+        regs = self.registers.get(id(st.buffer))
+        if regs is not None:
+            self.line(f"{regs.access(st.indices, self.ranges, self.vec)} = {code};")
+            return
+        base = self.lane(off, 0)
+        if stride == 1:
+            self.line(f"tt_store_{t}(&{st.buffer.name}[{self.expr(base)}], {code});")
+            return
+        self.line(f"{{ {t} tt_v = {code};")
+        for k in range(lanes):
+            self.line(f"  {st.buffer.name}[{self.expr(self.lane(off, k))}] = tt_v[{k}];")
+        self.line("}")
+
+    def vexpr(self, e: Expr, dt: str) -> str:
+        """A vector-typed C expression for ``e`` (scalars are splatted)."""
+        code, kind = self.vector(e)
+        t = self.use_vec(dt, self.vec[1])
+        if kind == "vec":
+            return code
+        if dt == "bool":  # a scalar boolean is 0 or 1; a lane mask is 0 or -1
+            return f"tt_splat_{t}(-(int32_t)({code}))"
+        if kind == "mem":
+            return f"tt_bcast_{t}(&{code})"
+        return f"tt_splat_{t}({code})"
+
+    def vector(self, e: Expr) -> tuple[str, str]:
+        """(code, kind): kind is 'vec', 'scalar', or 'mem' (a scalar load that can broadcast)."""
+        v, lanes = self.vec
+        if v not in free_vars(e):
+            if isinstance(e, TensorRead) and id(e.tensor) not in self.registers:
+                return self.load(e.tensor, e.indices), "mem"
+            return self.expr(e), "scalar"
+        dt = e.dtype
+        match e:
+            case TensorRead(buf, idx):
+                return self.vector_read(buf, idx), "vec"
+            case Var():
+                t = self.use_vec("int32", lanes)
+                return f"(({t}){{{', '.join(str(k) for k in range(lanes))}}})", "vec"
+            case Binary(op, a, b):
+                va, vb = self.vexpr(a, a.dtype), self.vexpr(b, b.dtype)
+                t = self.use_vec(dt, lanes)
+                if op in ("max", "min"):
+                    return f"tt_{op}_{t}({va}, {vb})", "vec"
+                if op in ("and", "or"):
+                    vb = self.mask_as(vb, _mask_of(b), _mask_of(a))
+                    return f"({va} {'&' if op == 'and' else '|'} {vb})", "vec"
+                if op in ("floordiv", "mod") and dt == "int32":
+                    if self.nonneg(a) and self.nonneg(b):  # C's truncation is the floor
+                        return f"({va} {'/' if op == 'floordiv' else '%'} {vb})", "vec"
+                    t = self.use_vec(dt, lanes, op)
+                    return f"tt_{op}_{t}({va}, {vb})", "vec"
+                if op == "floordiv":
+                    raise LoweringError("vectorized float floor division is not supported")
+                return f"({va} {_CSYM[op]} {vb})", "vec"
+            case Compare(op, a, b):
+                return f"({self.vexpr(a, a.dtype)} {CMP[op]} {self.vexpr(b, b.dtype)})", "vec"
+            case Select(c, t_, f_):
+                cc, kind = self.vector(c)
+                tv, fv = self.vexpr(t_, dt), self.vexpr(f_, dt)
+                t = self.use_vec(dt, lanes)
+                if kind != "vec":
+                    return f"({cc} ? {tv} : {fv})", "vec"
+                cc = self.mask_as(cc, _mask_of(c), dtype(dt).mask)
+                return f"tt_select_{t}({cc}, {tv}, {fv})", "vec"
+            case Call(func, (x,), _):
+                xv = self.vexpr(x, x.dtype)
+                if func == "neg":
+                    return f"(-{xv})", "vec"
+                if func == "not":
+                    return f"(~{xv})", "vec"
+                return f"tt_{func}_{self.use_vec(dt, lanes, func)}({xv})", "vec"
+            case Cast(x, _):
+                t = self.use_vec(dt, lanes)
+                xv = self.vexpr(x, x.dtype)
+                if dt == "bool":
+                    return f"({xv} != 0)", "vec"
+                if x.dtype == "bool":  # lanes of -1 become 1
+                    xv = f"(-{xv})"
+                return f"__builtin_convertvector({xv}, {t})", "vec"
+        raise LoweringError(f"cannot vectorize {e!r}")
+
+    def vector_read(self, buf, idx: tuple[Expr, ...]) -> str:
+        v, lanes = self.vec
+        dt = buf.dtype
+        off = self.offset(buf, tuple(idx))
+        stride = linear_coeff(off, v, self.ranges)
+        t = self.use_vec(dt, lanes)
+        if dt == "bool":  # one byte per element: gather and widen 0/1 to 0/-1
+            lanes_code = [self.load_flat(buf, self.lane(off, k)) for k in range(lanes)]
+            return f"(-(({t}){{{', '.join(lanes_code)}}}))"
+        regs = self.registers.get(id(buf))
+        if regs is not None:
+            return regs.access(tuple(idx), self.ranges, self.vec)
+        base = self.lane(off, 0)
+        if stride == 1:
+            return f"tt_load_{t}(&{buf.name}[{self.expr(base)}])"
+        if stride == 2:  # two contiguous loads and a shuffle, not a lane-by-lane gather
+            self.use_vec(dt, lanes, "load2")
+            return f"tt_load2_{t}(&{buf.name}[{self.expr(base)}])"
+        lanes_code = [self.load_flat(buf, self.lane(off, k)) for k in range(lanes)]
+        return f"(({t}){{{', '.join(lanes_code)}}})"
+
+    def mask_as(self, code: str, have: str, want: str) -> str:
+        """A lane mask of ``have``-wide elements as one of ``want``-wide elements."""
+        if have == want:
+            return code
+        return f"__builtin_convertvector({code}, {self.use_vec(want, self.vec[1])})"
+
+
+def _mask_of(e: Expr) -> str:
+    """Element type of the lane mask that a boolean vector expression evaluates to."""
+    match e:
+        case Compare(_, a, _):
+            return dtype(a.dtype).mask
+        case Binary("and" | "or", a, _) | Call("not", (a,)):
+            return _mask_of(a)
+        case Cast(x, "bool"):
+            return dtype(x.dtype).mask
+    return "int32"

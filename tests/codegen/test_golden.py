@@ -1,0 +1,92 @@
+"""Golden C files: a change in what the compiler prints shows as a reviewed diff.
+
+Each kernel is generated for a pinned target (AVX2, two threads, fixed cache sizes), never the
+host, so the files do not move between machines. ``TENSORTUNE_UPDATE_GOLDEN=1`` rewrites them;
+read the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+import tensortune as tt
+from tensortune import te
+from tensortune.codegen import generate_c
+from tensortune.lower import lower
+from tensortune.space.registry import design_space
+from tensortune.target import Target
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pinned_target() -> Target:
+    return dataclasses.replace(
+        Target.cross("avx2", num_threads=2),
+        name="golden",
+        l1d_bytes=32 * 1024,
+        l2_bytes=1024 * 1024,
+        l3_bytes=32 * 1024 * 1024,
+    )
+
+
+def readme_tour() -> tt.Schedule:
+    A = te.placeholder((64, 48), name="A")
+    B = te.placeholder((48, 80), name="B")
+    k = te.reduce_axis(48, name="k")
+    C = te.compute((64, 80), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((64, 80), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    s = tt.Schedule(D)
+    io, ii = s.split("D", "i", 8)
+    jo, ji = s.split("D", "j", 16)
+    s.reorder("D", [io, jo, ii, ji])
+    s.compute_at("C", "D", jo)
+    s.reorder("C", ["k", "i", "j"])
+    s.vectorize("C", "j")
+    s.vectorize("D", ji)
+    s.parallel("D", io)
+    return s
+
+
+def space_default(spec: str, **overrides) -> tt.Schedule:
+    ds = design_space(tt.workload(spec), pinned_target())
+    return ds.schedule({**ds.default, **overrides})
+
+
+CASES = {
+    "readme_tour": readme_tour,
+    "matmul_64_default": lambda: space_default("matmul:M=64,N=64,K=64"),
+    "gemm_register_tile": lambda: space_default("matmul:M=512,N=512,K=512"),
+    "conv_register_tile": lambda: space_default("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"),
+    "softmax": lambda: space_default("softmax:rows=1536,cols=128"),
+}
+
+
+def golden_source(case: str) -> str:
+    """The C of one golden case, as the compiler prints it today."""
+    func = lower(CASES[case](), case, pinned_target().num_threads)
+    return generate_c(func, f"golden case {case}")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden_c(case: str) -> None:
+    path = GOLDEN / f"{case}.c"
+    source = golden_source(case)
+    if os.environ.get("TENSORTUNE_UPDATE_GOLDEN") == "1":
+        path.write_text(source)
+    assert path.exists(), f"{path} missing: run with TENSORTUNE_UPDATE_GOLDEN=1"
+    assert source == path.read_text(), (
+        f"generated C for {case} changed; if intended, rerun with TENSORTUNE_UPDATE_GOLDEN=1 "
+        "and review the diff"
+    )
+
+
+def test_golden_register_tiles_have_no_unreachable_copy() -> None:
+    """The 64³ default: one interior and one edge micro-kernel, no test in either k loop."""
+    src = (GOLDEN / "matmul_64_default.c").read_text()
+    assert src.count("for (int k") == 2
+    assert "!" not in src.split("int matmul_64_default(")[1]
+    assert "parallel on loop j_o_o of extent 1: runs on one thread" in src

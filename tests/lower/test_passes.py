@@ -1,0 +1,109 @@
+"""Each lowering pass alone, on small hand-built loop nests, and the notes of decisions that
+cannot take effect (no silent drops)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tensortune.te as te
+from tensortune.codegen import generate_c
+from tensortune.ir.nodes import Allocate, Buffer, Comment, For, IfThen, Store, seq, walk_stmts
+from tensortune.lower import lower
+from tensortune.lower.facts import Facts
+from tensortune.lower.parallel import parallel_loops
+from tensortune.lower.registers import promote_registers
+from tensortune.lower.unroll import unroll
+from tensortune.lower.unswitch import unswitch
+from tensortune.lower.vectorize import vectorize
+from tensortune.pipeline import compile
+from tensortune.schedule import Schedule
+from tensortune.te.expr import Const, TensorRead, Var
+
+A = Buffer("A", (64,), "float32")
+
+
+def _stmts(s, kind):
+    return [x for x in walk_stmts(s) if isinstance(x, kind)]
+
+
+def test_facts_use_integer_rounding():
+    i = Var("i")
+    edge = Facts().assume(i * 6 + 5 < 64, False)  # 6i >= 59, so i >= 10
+    assert edge.decide(i * 6 + 4 < 64) is False
+    assert Facts().assume(i * 6 + 5 < 64, True).decide(i * 6 + 4 < 64) is True
+    assert Facts().decide(i * 6 + 4 < 64) is None
+
+
+def test_unroll_replicates_with_constants_and_drops_decided_guards():
+    i = Var("i")
+    body = IfThen(i < 3, Store(A, (i,), Const(1.0, "float32")))
+    out = unroll(For(i, 4, "unrolled", body))
+    stores = _stmts(out, Store)
+    assert [s.indices[0] for s in stores] == [Const(0), Const(1), Const(2)]
+    assert not _stmts(out, IfThen) and not _stmts(out, For)
+
+
+def test_unswitch_hoists_an_invariant_guard_once_without_unreachable_copies():
+    i, j = Var("i"), Var("j")
+    inner = seq(
+        [
+            IfThen(i * 6 + 5 < 64, Store(A, (j,), Const(1.0, "float32"))),
+            IfThen(i * 6 + 4 < 64, Store(A, (j,), Const(2.0, "float32"))),
+        ]
+    )
+    out = unswitch(For(i, 11, "serial", For(j, 8, "serial", inner)))
+    (top,) = [x for x in walk_stmts(out) if isinstance(x, IfThen)]  # one test, no nested ones
+    assert top.orelse is not None
+    # the edge copy (6i + 5 >= 64, so i = 10) knows 6i + 4 < 64 is false too: no store left
+    assert not _stmts(top.orelse, Store)
+    assert len(_stmts(top.body, Store)) == 2
+
+
+def test_parallel_on_a_loop_of_extent_one_is_noted():
+    i = Var("i")
+    out = parallel_loops(For(i, 1, "parallel", Store(A, (i,), Const(0.0, "float32"))), 2)
+    assert "parallel on loop i of extent 1: runs on one thread" in [
+        c.text for c in _stmts(out, Comment)
+    ]
+    assert all(f.kind == "serial" for f in _stmts(out, For))
+
+
+def test_vectorize_splits_a_tail_and_notes_a_scalar_fallback():
+    v, o = Var("v"), Var("o")
+    guarded = IfThen(o * 8 + v < 60, Store(A, (o * 8 + v,), Const(1.0, "float32")))
+    out = vectorize(For(o, 8, "serial", For(v, 8, "vectorized", guarded)))
+    (split,) = _stmts(out, IfThen)[:1]
+    assert isinstance(split.body, For) and split.body.kind == "vectorized"
+    assert not _stmts(split.body, IfThen)
+    assert "vector tail: lane by lane" in [c.text for c in _stmts(split.orelse, Comment)]
+    odd = vectorize(For(v, 6, "vectorized", Store(A, (v,), Const(1.0, "float32"))))
+    notes = [c.text for c in _stmts(odd, Comment)]
+    assert notes == ["vectorize v fell back to scalar: 6 lanes is not a power of two up to 64"]
+
+
+def test_promote_registers_keeps_a_non_constant_tile_in_memory():
+    i = Var("i")
+    tile = Buffer("T", (4,), "float32", "register")
+    body = For(i, 4, "serial", Store(tile, (i,), Const(0.0, "float32")))
+    out = promote_registers(Allocate(tile, body))
+    assert isinstance(out, Allocate) and out.buffer.scope == "local"
+    assert "register tile T kept in memory" in _stmts(out, Comment)[0].text
+    ok = promote_registers(Allocate(tile, Store(tile, (Const(1),), TensorRead(A, (Const(0),)))))
+    assert ok.buffer.scope == "register"
+
+
+def test_c_notes_extent_one_parallel_and_vector_fallback_and_still_computes():
+    X = te.placeholder((1, 34), name="X")
+    P = te.compute((1, 34), lambda i, j: X[i, j] * 2.0, name="P")
+    Y = te.compute((1, 32), lambda i, j: P[i, j] + P[i, j + 2], name="Y")
+    s = Schedule(Y)
+    s.parallel("Y", "i")  # extent 1
+    jo, _ = s.split("Y", "j", 4)
+    s.compute_at("P", "Y", jo)  # 6 columns of P per iteration of j_o
+    s.vectorize("P", "j")  # 6 lanes where it is computed
+    src = generate_c(lower(s, "k", 2))
+    assert "/* parallel on loop i of extent 1: runs on one thread */" in src
+    assert "/* vectorize j fell back to scalar: 6 lanes is not a power of two up to 64 */" in src
+    assert "#pragma omp" not in src
+    x = np.arange(34, dtype=np.float32).reshape(1, 34)
+    np.testing.assert_allclose(compile(Y, s)(x), 2 * x[:, :32] + 2 * x[:, 2:])
