@@ -1,33 +1,39 @@
-"""The compile pipeline: compute (or spec) + schedule → lowered loop nest → C → loaded Kernel."""
+"""The compile pipeline: compute (or spec) + schedule → lowered loop nest → source → library →
+loaded Kernel, every step after scheduling done by the target's backend (`tensortune.backend`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .build.compiler import compile_library
-from .build.kernel import ArgSpec, Kernel
-from .codegen import generate_c
+from .backend import (
+    FAST_MATH_FLAGS,
+    OPT_FLAGS,
+    Artifact,
+    arg_specs,
+    backend_for,
+    schedule_flags,
+)
+from .build.kernel import Kernel
 from .errors import TensorTuneError
 from .ir.nodes import PrimFunc
-from .lower import lower
 from .schedule import Schedule
-from .schedule.schedule import OPT_LEVELS, check_flag
 from .target import Target
 from .te.tensor import Tensor, sanitize
 
-OPT_FLAGS = {level: f"-{level}" for level in OPT_LEVELS} | {"Ofast": "-O3"}  # + FAST_MATH_FLAGS
-FAST_MATH_FLAGS = (
-    "-fassociative-math",
-    "-fno-signed-zeros",
-    "-fno-trapping-math",
-    "-freciprocal-math",
-)
-"""What ``fast_math`` (and ``Ofast``) allow: reassociation and reciprocals. Never -ffast-math: it
-assumes there is no NaN or infinity, and a library built with it sets flush-to-zero in the
-floating-point state of the whole process that loads it, NumPy's included."""
+__all__ = [
+    "FAST_MATH_FLAGS",
+    "OPT_FLAGS",
+    "arg_specs",
+    "as_outputs",
+    "build",
+    "build_source",
+    "compile",
+    "kernel_name",
+    "schedule_flags",
+]
 
 
-def as_outputs(program) -> tuple[Tensor, ...]:
+def as_outputs(program: object) -> tuple[Tensor, ...]:
     """The output tensors of a spec string, a Workload, a Tensor or a sequence of Tensors."""
     if isinstance(program, str):
         from .workload import workload
@@ -44,7 +50,8 @@ def as_outputs(program) -> tuple[Tensor, ...]:
     )
 
 
-def kernel_name(program, outputs: Sequence[Tensor]) -> str:
+def kernel_name(program: object, outputs: Sequence[Tensor]) -> str:
+    """The C name of a program's kernel: the op of a spec, else the first output's name."""
     if isinstance(program, str):
         return sanitize(program.split(":", 1)[0])
     name = getattr(program, "op", None)
@@ -52,47 +59,31 @@ def kernel_name(program, outputs: Sequence[Tensor]) -> str:
 
 
 def build_source(sch: Schedule, name: str, target: Target) -> tuple[str, PrimFunc]:
-    """C source for a schedule, with the trace that produced it in the header comment."""
-    func = lower(sch, name, target.num_threads)
-    steps = "\n".join(f"  {s['primitive']}({_args(s['args'])})" for s in sch.trace)
-    header = f"kernel {name} for target {target}\nschedule:\n{steps or '  (none)'}"
-    return generate_c(func, header), func
+    """Source for a schedule on `target` (its backend's `generate`), and the lowered function."""
+    return backend_for(target).generate(sch, name)
 
 
-def _args(args: dict) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in args.items())
-
-
-def schedule_flags(sch: Schedule) -> list[str]:
-    """The compiler flags of a schedule's annotations, each checked again here (``flags`` is a
-    plain dict anyone can write), so only allowlisted flags ever reach the command line."""
-    for key, value in sch.flags.items():
-        check_flag(key, value)
-    flags = []
-    if "opt_level" in sch.flags:
-        flags.append(OPT_FLAGS[sch.flags["opt_level"]])
-    if sch.flags.get("fast_math") or sch.flags.get("opt_level") == "Ofast":
-        flags.extend(FAST_MATH_FLAGS)
-    if "unroll_pragma" in sch.flags:  # let the C compiler unroll the remaining loops, this much
-        flags += ["-funroll-loops", f"--param=max-unroll-times={sch.flags['unroll_pragma']}"]
-    flags.extend(sch.flags.get("extra_cflags", ()))
-    return flags
-
-
-def arg_specs(func: PrimFunc) -> tuple[ArgSpec, ...]:
-    outs = {id(b) for b in func.outputs}
-    return tuple(
-        ArgSpec(b.name, b.shape, b.dtype, "output" if id(b) in outs else "input")
-        for b in func.params
-    )
-
-
-def compile(program, schedule: Schedule | None = None, target: Target | None = None) -> Kernel:
-    """Compile a program with a schedule (default: the naive loop nest) into a callable Kernel."""
+def build(
+    program: object, schedule: Schedule | None = None, target: Target | None = None
+) -> Artifact:
+    """Generate and build a program's kernel for `target` without loading it: works for any
+    target whose compiler is installed, e.g. ``Target.cross("neon")`` on an x86 host."""
     outputs = as_outputs(program)
     target = target or Target.detect()
+    backend = backend_for(target)
     sch = schedule if schedule is not None else Schedule(outputs)
-    name = kernel_name(program, outputs)
-    source, func = build_source(sch, name, target)
-    path = compile_library(source, target, schedule_flags(sch))
-    return Kernel(path, func.name, arg_specs(func), source, target)
+    source, func = backend.generate(sch, kernel_name(program, outputs))
+    flags = backend.flags(sch)
+    library = backend.build(source, flags)
+    return Artifact(library, func.name, arg_specs(func), source, target, tuple(flags))
+
+
+def compile(
+    program: object, schedule: Schedule | None = None, target: Target | None = None
+) -> Kernel:
+    """Compile a program with a schedule (default: the naive loop nest) into a callable Kernel.
+
+    Raises ForeignTargetError (with the built `.artifact`) for a target this host cannot run.
+    """
+    artifact = build(program, schedule, target)
+    return backend_for(artifact.target).load(artifact)

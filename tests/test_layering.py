@@ -21,6 +21,7 @@ ORDER = [
     "lower",
     "codegen",
     "build",
+    "backend",
     "pipeline",
     "measure",
     "database",
@@ -28,6 +29,7 @@ ORDER = [
     "cost_model",
     "search",
     "tuning",
+    "graph",
     "cli",
     "__main__",
 ]

@@ -7,7 +7,17 @@ from hypothesis import strategies as st
 
 from tensortune import target as target_module
 from tensortune.errors import BuildError, SpecError, TensorTuneError
-from tensortune.target import COMMON_CFLAGS, ISAS, Target, isa_cflags, supported_isas
+from tensortune.target import (
+    ARCHS,
+    COMMON_CFLAGS,
+    ISAS,
+    Target,
+    arch_of,
+    host_arch,
+    isa_cflags,
+    supported_isas,
+)
+from tensortune.target import x86 as x86_module
 
 
 @pytest.fixture(scope="module")
@@ -43,22 +53,25 @@ def test_small_isa_flags(isa: str, flags: tuple[str, ...]):
 
 
 def test_avx512_uses_explicit_flags_when_native_lacks_them(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(target_module, "_native_has_avx512", lambda cc: False)
+    monkeypatch.setattr(x86_module, "_native_has_avx512", lambda cc: False)
     flags = isa_cflags("avx512", "gcc")
     assert "-march=native" not in flags
     assert {"-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq", "-mfma", "-mavx2"} <= set(flags)
-    monkeypatch.setattr(target_module, "_native_has_avx512", lambda cc: True)
+    monkeypatch.setattr(x86_module, "_native_has_avx512", lambda cc: True)
     assert "-march=native" in isa_cflags("avx512", "gcc")
 
 
 def test_unsupported_isa_is_a_clear_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(target_module.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(target_module, "_cpu_flags", lambda: frozenset({"sse4_2"}))
     assert Target.detect(isa="sse4").isa == "sse4"
     assert Target.detect().isa == "sse4"
     with pytest.raises(TensorTuneError, match=r"does not support isa 'avx2'.*avx2, fma"):
         Target.detect(isa="avx2")
-    with pytest.raises(TensorTuneError, match="unknown isa 'neon'"):
+    with pytest.raises(TensorTuneError, match=r"'neon': it is an aarch64 level.*Target.cross"):
         Target.detect(isa="neon")
+    with pytest.raises(TensorTuneError, match="unknown isa 'sve'"):
+        Target.detect(isa="sve")
 
 
 def test_no_compiler_tells_how_to_get_one(monkeypatch: pytest.MonkeyPatch):
@@ -167,17 +180,67 @@ def test_parse_size(value: int, unit: str):
     assert target_module._parse_size(f"{value}{unit}", "test") == value * factor
 
 
-def test_every_isa_level_is_known():
+def test_every_isa_level_is_known(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(target_module.platform, "machine", lambda: "x86_64")
     assert set(supported_isas(frozenset())) == {"generic"}
     assert supported_isas(frozenset({"avx2", "fma", "sse4_2"})) == ("avx2", "sse4", "generic")
-    assert ISAS[-1] == "generic"
+    assert ISAS == ("avx512", "avx2", "sse4", "generic", "neon")
+    monkeypatch.setattr(target_module.platform, "machine", lambda: "aarch64")
+    assert supported_isas(frozenset({"fp", "asimd"})) == ("neon",)
+    monkeypatch.setattr(target_module.platform, "machine", lambda: "riscv64")
+    assert supported_isas(frozenset({"avx2", "fma"})) == ()
+    with pytest.raises(TensorTuneError, match="no code generator for this CPU"):
+        Target.detect()
 
 
-@pytest.mark.parametrize("isa", ISAS)
+def test_each_architecture_is_one_table():
+    """Target branches on no architecture: every level's facts come from its arch's table."""
+    assert {arch.name for arch in ARCHS} == {"x86_64", "aarch64"}
+    for arch in ARCHS:
+        for isa in arch.isas:
+            assert arch_of(isa) is arch
+            assert arch.vector_bits[isa] in (128, 256, 512)
+    assert arch_of("aarch64") is arch_of("neon")
+    assert host_arch() is not None
+
+
+def _x86_isas() -> list[str]:
+    return [isa for isa in ISAS if arch_of(isa).name == "x86_64"]
+
+
+@pytest.mark.parametrize("isa", _x86_isas())
 def test_cross_target_for_any_isa_whatever_this_cpu_runs(isa: str, host: Target):
+    if host.arch != "x86_64":
+        pytest.skip("x86 levels on an x86 host")
     cross = Target.cross(isa, num_threads=3)
     assert (cross.isa, cross.num_threads, cross.l2_bytes) == (isa, 3, host.l2_bytes)
     assert cross.cflags == isa_cflags(isa, cross.cc) + COMMON_CFLAGS
     assert cross.lanes("float32") == cross.vector_bits // 32
-    with pytest.raises(TensorTuneError, match="unknown isa 'neon'"):
+    assert cross.is_native and cross.arch == "x86_64"
+    with pytest.raises(TensorTuneError, match="unknown isa 'mips'"):
+        Target.cross("mips")
+
+
+def test_neon_target_is_an_aarch64_cross_target(monkeypatch: pytest.MonkeyPatch, host: Target):
+    monkeypatch.setattr(target_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    neon = Target.cross("aarch64", num_threads=2)
+    assert neon == Target.cross("neon", num_threads=2) == Target.from_string("neon threads=2")
+    assert (neon.isa, neon.arch, neon.vector_bits, neon.lanes("float32")) == (
+        "neon",
+        "aarch64",
+        128,
+        4,
+    )
+    assert neon.vector_registers == 32
+    if host.arch != "aarch64":
+        assert not neon.is_native
+        assert neon.cc == "/usr/bin/aarch64-linux-gnu-gcc"  # never $CC: it builds for the host
+    assert neon.cflags == ("-O3", "-march=armv8-a", *COMMON_CFLAGS)
+    assert Target.from_dict(neon.to_dict()) == neon
+
+
+def test_missing_cross_compiler_says_what_to_install(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(target_module.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(target_module.shutil, "which", lambda name: None)
+    with pytest.raises(BuildError, match=r"no aarch64 C compiler.*apt-get install gcc-aarch64"):
         Target.cross("neon")

@@ -114,28 +114,56 @@ def compile_library(
     (a BuildError with `.log` and `.command`) when the compiler rejects the source, BuildError
     when it times out, and EnvironmentFailure when the compiler or the cache does not work.
     """
-    directory = cache_dir()
     key = library_key(source, target, extra_flags)
-    library = directory / f"{key}.so"
-    if _verified(library):
-        return library
+    return _compile_cached(source, target, key, ".so", [*target.cflags, *extra_flags], timeout)
+
+
+def compile_program(
+    source: str,
+    target: Target,
+    flags: Sequence[str],
+    libraries: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Path:
+    """Compile `source` with `target.cc` into an executable (e.g. a driver that runs kernels
+    under an emulator), through the same verified cache as libraries.
+
+    `flags` replace the target's library flags (no ``-shared``); errors as `compile_library`.
+    """
+    key = library_key(source, target, ("--program", *flags, "--libraries", *libraries))
+    return _compile_cached(source, target, key, ".exe", [*flags], timeout, libraries)
+
+
+def _compile_cached(
+    source: str,
+    target: Target,
+    key: str,
+    suffix: str,
+    flags: list[str],
+    timeout: float,
+    libraries: Sequence[str] = ("-lm",),
+) -> Path:
+    directory = cache_dir()
+    output = directory / f"{key}{suffix}"
+    if _verified(output):
+        return output
     source_path = directory / f"{key}.c"
     try:
         # Always rewritten: a `<key>.c` left by someone else must never be what gets compiled.
         _write_atomically(source_path, source.encode())
-        with _temporary(directory, key, ".so") as tmp_library:
-            flags = [*target.cflags, *extra_flags]
+        with _temporary(directory, key, suffix) as tmp_output:
             try:
                 _run_compiler(
-                    [target.cc, *flags, "-o", str(tmp_library), str(source_path), "-lm"], timeout
+                    [target.cc, *flags, "-o", str(tmp_output), str(source_path), *libraries],
+                    timeout,
                 )
             except CompileError:
                 _check_compiler(target, directory, timeout)
                 raise
-            _install(tmp_library, library)
+            _install(tmp_output, output)
     except OSError as exc:
         raise EnvironmentFailure(f"cannot write to the kernel cache {directory}: {exc}") from exc
-    return library
+    return output
 
 
 def _check_compiler(target: Target, directory: Path, timeout: float) -> None:
@@ -209,12 +237,12 @@ def _process_group(command: list[str]) -> Iterator[subprocess.Popen[str]]:
         proc.communicate()
 
 
-def _install(tmp_library: Path, library: Path) -> None:
-    """Record the library's sha256 beside it, then rename it into place."""
-    tmp_library.chmod(0o755)  # whatever the umask: a group-writable library would not load
-    digest = hashlib.sha256(tmp_library.read_bytes()).hexdigest()
-    _write_atomically(_hash_path(library), digest.encode())
-    os.replace(tmp_library, library)
+def _install(tmp_output: Path, output: Path) -> None:
+    """Record the library's (or program's) sha256 beside it, then rename it into place."""
+    tmp_output.chmod(0o755)  # whatever the umask: a group-writable library would not load
+    digest = hashlib.sha256(tmp_output.read_bytes()).hexdigest()
+    _write_atomically(_hash_path(output), digest.encode())
+    os.replace(tmp_output, output)
 
 
 def _verified(library: Path) -> bool:

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..dtype import TENSOR_DTYPES
 from ..errors import BuildError, KernelArgumentError, TensorTuneError
 
 if TYPE_CHECKING:
     from ..target import Target
 
-DTYPES = ("float32", "float64", "int32", "bool")
-"""Element types a kernel argument may have (C float, double, int32_t, _Bool)."""
+DTYPES = TENSOR_DTYPES
+"""Element types a kernel argument may have: those a tensor may hold (`tensortune.dtype`)."""
 
 ROLES = ("input", "output")
 

@@ -1,21 +1,24 @@
 """C helpers emitted ahead of a kernel: vector types and the operations C lacks on them.
 
 Only what a kernel uses is emitted. Vector types are GCC/Clang vector extensions of any power-of-two
-width; on x86 the broadcast of a scalar from memory goes through an intrinsic so that it compiles
-to ``vbroadcastss mem`` rather than a register shuffle competing with FMAs for a port.
+width, so the same C builds for every architecture; an intrinsic is only ever used under the macro
+of the ISA that has it (``__AVX512F__``, ``__AVX__``, ``__SSE4_1__``, ``__ARM_NEON``), with the
+portable code in the ``#else``. On x86 the broadcast of a scalar from memory goes through an
+intrinsic so that it compiles to ``vbroadcastss mem`` rather than a register shuffle competing with
+FMAs for a port; on NEON ``vmaxq_f32``/``vminq_f32`` already propagate NaN as NumPy does.
+
+Facts about element types (C type, lane width, mask type) come from `tensortune.dtype`.
 """
 
 from __future__ import annotations
 
-# bool is one byte, as in NumPy (and kernel arguments: C99 _Bool)
-C_TYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "bool": "_Bool"}
-SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "bool": "i32"}
-MASK_OF = {
-    "float32": "int32", "float64": "int64", "int32": "int32", "bool": "int32", "int64": "int64"
-}  # fmt: skip
-_BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 32}
-_SCALAR = {**C_TYPE, "int64": "int64_t"}
-_SHORT = {**SHORT, "int64": "i64"}
+from ..dtype import ALL, TENSOR_DTYPES
+from ..dtype import dtype as row_of  # `dtype` names a dtype string below
+
+# Views of the dtype table for the C printer (bool is one byte, as in NumPy and C99 _Bool).
+C_TYPE = {name: row_of(name).c_type for name in TENSOR_DTYPES}
+SHORT = {name: row_of(name).short for name in TENSOR_DTYPES}
+MASK_OF = {name: row.mask for name, row in ALL.items()}
 
 
 def floor_divmod(bits: int) -> str:
@@ -41,6 +44,8 @@ HEADER = (
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 
 static inline void* tt_alloc(size_t bytes) {
@@ -57,22 +62,25 @@ static inline void* tt_alloc(size_t bytes) {
 )
 
 
-def vtype(dtype: str, lanes: int) -> str:
-    return f"{_SHORT[dtype]}x{lanes}"
+def vtype(name: str, lanes: int) -> str:
+    """The C name of a vector of `lanes` elements of dtype `name` (``f32x16``)."""
+    return f"{row_of(name).short}x{lanes}"
 
 
-def mask_type(dtype: str, lanes: int) -> str:
-    return vtype(MASK_OF[dtype], lanes)
+def mask_type(name: str, lanes: int) -> str:
+    """The integer vector type a comparison of two `vtype(name, lanes)` vectors gives."""
+    return vtype(row_of(name).mask, lanes)
 
 
 def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     """Typedefs and helpers for one (dtype, lanes) vector type."""
-    t, s = vtype(dtype, lanes), _SCALAR[dtype]
+    row = row_of(dtype)
+    t, s = vtype(dtype, lanes), row.c_type
     m = mask_type(dtype, lanes)
-    nbytes = _BITS[dtype] // 8 * lanes
+    nbytes = row.bits // 8 * lanes
     out = [f"typedef {s} {t} __attribute__((vector_size({nbytes}), aligned({nbytes})));"]
     if m != t:
-        ms = _SCALAR[MASK_OF[dtype]]
+        ms = row_of(row.mask).c_type
         out.append(f"typedef {ms} {m} __attribute__((vector_size({nbytes}), aligned({nbytes})));")
     out.append(
         f"static inline {t} tt_load_{t}(const {s}* p) {{ {t} v; memcpy(&v, p, sizeof v); "
@@ -140,36 +148,49 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     return "\n".join(out)
 
 
-# Intrinsics for float32 vectors of 16, 8 and 4 lanes, each under the macro of the ISA it needs.
-# vmaxps/vminps return their second operand when either is NaN: the lanes where the first one is
-# NaN are put back, three instructions as cheap as a compare and select.
-_NATIVE_MIN_MAX = {
+# Intrinsics for float32 vectors of 16, 8 and 4 lanes: for each width, (macro, intrinsic) pairs,
+# each under the macro of the ISA it needs. vmaxps/vminps return their second operand when either
+# is NaN: the lanes where the first one is NaN are put back, three instructions as cheap as a
+# compare and select. NEON's fmax/fmin return NaN when either operand is NaN, as NumPy does.
+_Native = dict[int, tuple[tuple[str, str], ...]]
+_NEON = "__ARM_NEON"
+_NATIVE_MIN_MAX: _Native = {
     16: (
-        "__AVX512F__",
-        "_mm512_mask_mov_ps(_mm512_{op}_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a)",
+        (
+            "__AVX512F__",
+            "_mm512_mask_mov_ps(_mm512_{op}_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a)",
+        ),
     ),
-    8: ("__AVX__", "_mm256_blendv_ps(_mm256_{op}_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))"),
-    4: ("__SSE4_1__", "_mm_blendv_ps(_mm_{op}_ps(a, b), a, _mm_cmpunord_ps(a, a))"),
+    8: (
+        (
+            "__AVX__",
+            "_mm256_blendv_ps(_mm256_{op}_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))",
+        ),
+    ),
+    4: (
+        ("__SSE4_1__", "_mm_blendv_ps(_mm_{op}_ps(a, b), a, _mm_cmpunord_ps(a, a))"),
+        (_NEON, "v{op}q_f32((float32x4_t)a, (float32x4_t)b)"),
+    ),
 }
-_NATIVE_FLOOR = {
-    16: ("__AVX512F__", "_mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)"),
-    8: ("__AVX__", "_mm256_floor_ps(x)"),
-    4: ("__SSE4_1__", "_mm_floor_ps(x)"),
+_NATIVE_FLOOR: _Native = {
+    16: (("__AVX512F__", "_mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)"),),
+    8: (("__AVX__", "_mm256_floor_ps(x)"),),
+    4: (("__SSE4_1__", "_mm_floor_ps(x)"), (_NEON, "vrndmq_f32((float32x4_t)x)")),
 }
-_NATIVE_LDEXP = {16: ("__AVX512F__", "_mm512_scalef_ps(y, n)")}
+_NATIVE_LDEXP: _Native = {16: (("__AVX512F__", "_mm512_scalef_ps(y, n)"),)}
 
 
-def _helper(t: str, lanes: int, signature: str, portable: str, native: dict) -> str:
-    """``static inline {t} {signature}`` with the intrinsic ``native`` has for this width, where
-    the compiler targets its ISA, else with the ``portable`` body."""
+def _helper(t: str, lanes: int, signature: str, portable: str, native: _Native) -> str:
+    """``static inline {t} {signature}`` with the first intrinsic of ``native`` for this width
+    whose ISA the compiler targets, else with the ``portable`` body."""
     code = f"static inline {t} {signature} {portable}"
     if t.startswith("f32") and lanes in native:
-        macro, intrinsic = native[lanes]
-        code = (
-            f"#if defined({macro})\n"
-            f"static inline {t} {signature} {{ return ({t}){intrinsic}; }}\n"
-            f"#else\n{code}\n#endif"
-        )
+        branches = [
+            f"#{'if' if i == 0 else 'elif'} defined({macro})\n"
+            f"static inline {t} {signature} {{ return ({t}){intrinsic}; }}"
+            for i, (macro, intrinsic) in enumerate(native[lanes])
+        ]
+        code = "\n".join(branches) + f"\n#else\n{code}\n#endif"
     return code
 
 
@@ -178,8 +199,11 @@ def _min_max(t: str, dtype: str, lanes: int) -> str:
     NaN, as np.maximum / np.minimum."""
     out = []
     for op, cmp in (("max", ">"), ("min", "<")):
-        cond = f"(a {cmp} b) | (a != a)" if dtype in ("float32", "float64") else f"a {cmp} b"
-        native = {k: (macro, f.format(op=op)) for k, (macro, f) in _NATIVE_MIN_MAX.items()}
+        cond = f"(a {cmp} b) | (a != a)" if row_of(dtype).is_float else f"a {cmp} b"
+        native = {
+            k: tuple((macro, f.format(op=op)) for macro, f in pairs)
+            for k, pairs in _NATIVE_MIN_MAX.items()
+        }
         portable = f"{{ return tt_select_{t}({cond}, a, b); }}"
         out.append(_helper(t, lanes, f"tt_{op}_{t}({t} a, {t} b)", portable, native))
     return "\n".join(out)
@@ -291,7 +315,7 @@ def scalar_call(func: str, dtype: str, x: str) -> str:
         "sqrt": f"sqrt{f}({x})",
         "rsqrt": f"({one} / sqrt{f}({x}))",
         "sigmoid": f"({one} / ({one} + exp{f}(-({x}))))",
-        "abs": f"fabs{f}({x})" if dtype in ("float32", "float64") else f"abs({x})",
+        "abs": f"fabs{f}({x})" if row_of(dtype).is_float else f"abs({x})",
         "neg": f"(-({x}))",
         "not": f"(!({x}))",
     }

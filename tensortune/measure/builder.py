@@ -1,6 +1,6 @@
-"""Compile a batch of candidate sources in parallel.
+"""Compile a batch of candidate sources in parallel, through the target's backend.
 
-The work happens in compiler subprocesses, so a thread pool over `compile_library` keeps
+The work happens in compiler subprocesses, so a thread pool over the backend's `build` keeps
 all cores busy without pickling anything; duplicates in a batch are compiled once.
 """
 
@@ -10,12 +10,17 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..build.compiler import compile_library
+from ..backend import backend_for
 from ..errors import BuildError
 from ..target import Target
 
 Candidate = str | tuple[str, ...]
-"""A C source, or a tuple ``(source, *extra_flags)``."""
+"""A source, or a tuple ``(source, *extra_flags)``."""
+
+
+def compile_library(source: str, target: Target, extra_flags: Sequence[str] = ()) -> Path:
+    """Build one candidate with `target`'s backend: the single build step of every batch."""
+    return backend_for(target).build(source, extra_flags)
 
 
 def build_candidates(

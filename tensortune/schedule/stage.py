@@ -9,9 +9,84 @@ can re-derive them from the region it is asked for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..te.expr import Expr, IterVar, Var
 from ..te.tensor import Tensor
+
+
+class Attach(tuple):
+    """Where a stage is computed: ``Root()``, ``Inline()`` or ``At(stage, loop)``.
+
+    Match on the type (``isinstance(st.attach, At)``, ``st.attach.loop``). Each is also the
+    tuple it replaces (``("root",)``, ``("inline",)``, ``("at", stage, loop)``), so code that
+    compares or unpacks the tuples keeps working.
+    """
+
+    __slots__ = ()
+
+    @property
+    def kind(self) -> str:
+        """``"root"``, ``"inline"`` or ``"at"``."""
+        return self[0]
+
+
+class _Placed(Attach):
+    """An attach point with no arguments: the tuple of its kind alone."""
+
+    __slots__ = ()
+    KIND: ClassVar[str]
+
+    def __new__(cls) -> _Placed:
+        return tuple.__new__(cls, (cls.KIND,))
+
+    def __getnewargs__(self) -> tuple[()]:
+        return ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Root(_Placed):
+    """Computed in its own loop nest at the top level, into a buffer of its full shape."""
+
+    __slots__ = ()
+    KIND = "root"
+
+
+class Inline(_Placed):
+    """Substituted into its readers: no buffer and no loops of its own."""
+
+    __slots__ = ()
+    KIND = "inline"
+
+
+class At(Attach):
+    """Computed inside ``stage``'s loop ``loop``: the region one iteration of it reads."""
+
+    __slots__ = ()
+    __match_args__ = ("stage", "loop")
+
+    def __new__(cls, stage: str, loop: str) -> At:
+        return tuple.__new__(cls, ("at", stage, loop))
+
+    def __getnewargs__(self) -> tuple[str, str]:
+        return (self[1], self[2])
+
+    @property
+    def stage(self) -> str:
+        return self[1]
+
+    @property
+    def loop(self) -> str:
+        return self[2]
+
+    def __repr__(self) -> str:
+        return f"At({self[1]!r}, {self[2]!r})"
+
+
+ROOT = Root()
+INLINE = Inline()
 
 
 @dataclass(frozen=True)
@@ -49,7 +124,7 @@ class Stage:
     leaves: list[Loop]
     relations: list[Split | Fuse] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)  # loop name -> loop kind
-    attach: tuple = ("root",)  # ("root",) | ("inline",) | ("at", stage name, loop name)
+    attach: Attach = ROOT
     scope: str = "global"
     is_output: bool = False
 
@@ -57,6 +132,8 @@ class Stage:
     def from_tensor(cls, tensor: Tensor, is_output: bool) -> Stage:
         from ..te.expr import Reduce
 
+        if tensor.body is None:
+            raise TypeError(f"'{tensor.name}' is a placeholder: it has no stage")
         reduce_axes = tensor.body.axes if isinstance(tensor.body, Reduce) else ()
         roots = tuple(Loop(a.name, a.kind, a.var) for a in (*tensor.axes, *reduce_axes))
         return cls(

@@ -8,18 +8,16 @@ operators build nodes.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..dtype import FLOAT_DTYPES, TENSOR_DTYPES
+from ..dtype import dtype as dtype_info
 from ..errors import DSLError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
-
-DTYPES = ("float32", "float64", "int32", "bool")
-FLOAT_DTYPES = ("float32", "float64")
-# Reserved for later: float16, bfloat16, int8 slot in here with their C types and promotion rank.
-_RANK = {"bool": 0, "int32": 1, "float32": 2, "float64": 3}
 
 BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "and", "or")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -28,14 +26,16 @@ MATH_FUNCS = ("exp", "log", "tanh", "erf", "sqrt", "rsqrt", "abs", "sigmoid", "n
 _uid = itertools.count()
 
 
-def check_dtype(dtype: str) -> str:
-    if dtype not in DTYPES:
-        raise DSLError(f"unknown dtype '{dtype}': use one of {', '.join(DTYPES[:3])}")
-    return dtype
+def check_dtype(name: str) -> str:
+    """``name`` if a tensor may hold it (a row of ``tensortune.dtype``), else a DSLError."""
+    if name not in TENSOR_DTYPES:
+        raise DSLError(f"unknown dtype '{name}': use one of {', '.join(TENSOR_DTYPES)}")
+    return name
 
 
 def promote(a: str, b: str) -> str:
-    return a if _RANK[a] >= _RANK[b] else b
+    """The dtype of a binary operation on ``a`` and ``b``: the higher promotion rank wins."""
+    return a if dtype_info(a).rank >= dtype_info(b).rank else b
 
 
 class Expr:
@@ -330,8 +330,8 @@ def rebuild(e: Expr, new: tuple[Expr, ...]) -> Expr:
     raise TypeError(e)
 
 
-def walk(e: Expr):
-    """Pre-order traversal."""
+def walk(e: Expr) -> Iterator[Expr]:
+    """Every node of ``e`` in pre-order (iterative: expressions may nest deeply)."""
     stack = [e]
     while stack:
         node = stack.pop()
@@ -339,16 +339,34 @@ def walk(e: Expr):
         stack.extend(reversed(children(node)))
 
 
+def rewrite(e: Expr, post: Callable[[Expr], Expr | None]) -> Expr:
+    """Post-order rewrite: children first, then ``post`` on the rebuilt node (None keeps it).
+
+    The one recursion over expression nodes a rewrite needs; a pass says only what it changes,
+    and subtrees it leaves alone are shared, not copied.
+    """
+    kids = children(e)
+    node = rebuild(e, tuple(rewrite(k, post) for k in kids)) if kids else e
+    out = post(node)
+    return node if out is None else out
+
+
 def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:
+    """``e`` with each variable in ``mapping`` replaced by its expression."""
     if not mapping:
         return e
-    if isinstance(e, Var):
-        return mapping.get(e, e)
-    kids = children(e)
-    if not kids:
-        return e
-    return rebuild(e, tuple(substitute(k, mapping) for k in kids))
+    return rewrite(e, lambda n: mapping.get(n) if isinstance(n, Var) else None)
 
 
 def free_vars(e: Expr) -> set[Var]:
+    """The variables ``e`` depends on (the DSL has no binders, so every variable is free)."""
     return {n for n in walk(e) if isinstance(n, Var)}
+
+
+def tensors_read(e: Expr) -> tuple[Tensor, ...]:
+    """The tensors ``e`` reads, each once, in first-read (pre-)order: a compute's inputs."""
+    seen: dict[int, Tensor] = {}
+    for node in walk(e):
+        if isinstance(node, TensorRead):
+            seen.setdefault(id(node.tensor), node.tensor)
+    return tuple(seen.values())

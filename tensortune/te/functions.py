@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..dtype import FLOAT_DTYPES
 from ..errors import DSLError
 from .expr import (
-    FLOAT_DTYPES,
     Call,
     Cast,
     Expr,

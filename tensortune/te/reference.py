@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..dtype import FLOAT_DTYPES, TENSOR_DTYPES
+from ..dtype import dtype as dtype_info
 from ..errors import DSLError
 from .expr import (
-    FLOAT_DTYPES,
     Binary,
     Call,
     Cast,
@@ -30,9 +32,11 @@ from .expr import (
     TensorRead,
     Var,
 )
+from .graph import topological_order
 from .tensor import Tensor
 
-NUMPY_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "bool": np.bool_}
+NUMPY_DTYPES = {name: dtype_info(name).numpy for name in TENSOR_DTYPES}
+"""A view of ``tensortune.dtype`` kept for older importers; new code asks ``dtype(name).numpy``."""
 
 # Largest iteration space (output elements x reduction extent) evaluated at once. Several
 # temporaries of that size are alive together (index grids, gathered operands, the product), so
@@ -74,7 +78,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(erf64(x.astype(np.float64))).astype(x.dtype)
 
 
-_CALLS = {
+_CALLS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp,
     "log": np.log,
     "tanh": np.tanh,
@@ -96,10 +100,10 @@ def evaluate(
     Returns one array for a single output tensor, else a tuple in the order of ``outputs``.
     """
     single = isinstance(outputs, Tensor)
-    outs = (outputs,) if single else tuple(outputs)
+    outs: tuple[Tensor, ...] = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
     if not outs or not all(isinstance(t, Tensor) for t in outs):
         raise DSLError("evaluate: outputs must be a Tensor or a non-empty sequence of Tensors")
-    order = _topological_order(outs)
+    order = topological_order(outs)
     values = _bind_inputs([t for t in order if t.is_placeholder], inputs)
     with np.errstate(all="ignore"):  # inf/nan follow IEEE as in C; warnings would only be noise
         for t in order:
@@ -107,23 +111,6 @@ def evaluate(
                 values[t] = _evaluate_compute(t, values)
     results = tuple(values[t].copy() if t.is_placeholder else values[t] for t in outs)
     return results[0] if single else results
-
-
-def _topological_order(outputs: Sequence[Tensor]) -> list[Tensor]:
-    """Every tensor the outputs depend on, producers first (iterative: chains may be deep)."""
-    order: list[Tensor] = []
-    seen: set[Tensor] = set()
-    for root in outputs:
-        stack = [(root, False)]
-        while stack:
-            t, expanded = stack.pop()
-            if expanded:
-                order.append(t)
-            elif t not in seen:
-                seen.add(t)
-                stack.append((t, True))
-                stack.extend((i, False) for i in reversed(t.inputs) if i not in seen)
-    return order
 
 
 def _bind_inputs(
@@ -172,7 +159,7 @@ def _check_array(t: Tensor, value: object) -> np.ndarray:
     arr = np.asarray(value)
     if arr.shape != t.shape:
         raise DSLError(f"input '{t.name}' has shape {arr.shape}, the placeholder needs {t.shape}")
-    want = np.dtype(NUMPY_DTYPES[t.dtype])
+    want = np.dtype(dtype_info(t.dtype).numpy)
     if arr.dtype != want:
         raise DSLError(
             f"input '{t.name}' has dtype {arr.dtype}, the placeholder needs {want} "
@@ -182,7 +169,7 @@ def _check_array(t: Tensor, value: object) -> np.ndarray:
 
 
 def _evaluate_compute(t: Tensor, values: dict[Tensor, np.ndarray]) -> np.ndarray:
-    out = np.empty(t.shape, dtype=NUMPY_DTYPES[t.dtype])
+    out: np.ndarray = np.empty(t.shape, dtype=dtype_info(t.dtype).numpy)
     reduce_size = math.prod(a.extent for a in t.reduce_axes)
     for block in _blocks(t.shape, reduce_size):
         out[block] = _evaluate_block(t, block, values)
@@ -218,6 +205,8 @@ def _evaluate_block(
         env[axis.var] = r.reshape(shape)
     space = tuple(len(r) for r in ranges)
     ev = _Evaluator(t, env, values)
+    if t.body is None:
+        raise DSLError(f"'{t.name}' is a placeholder: it has no body to evaluate")
     if not isinstance(t.body, Reduce):
         return np.broadcast_to(ev.eval(t.body, None), space)
     source = np.broadcast_to(ev.eval(t.body.source, None), space)
@@ -225,8 +214,8 @@ def _evaluate_block(
     if t.body.combiner == "sum":
         # Accumulate wide (float64 / int64) so the reference is more exact than any kernel.
         wide = np.float64 if t.dtype in FLOAT_DTYPES else np.int64
-        return np.sum(source, axis=axes, dtype=wide)
-    return (np.max if t.body.combiner == "max" else np.min)(source, axis=axes)
+        return np.asarray(np.sum(source, axis=axes, dtype=wide))
+    return np.asarray((np.max if t.body.combiner == "max" else np.min)(source, axis=axes))
 
 
 class _Evaluator:
@@ -240,10 +229,11 @@ class _Evaluator:
     def __init__(self, t: Tensor, env: dict[Var, np.ndarray], values: dict[Tensor, np.ndarray]):
         self.tensor, self.env, self.values = t, env, values
 
-    def eval(self, e: Expr, guard: np.ndarray | None) -> np.ndarray:
+    def eval(self, e: Expr, guard: np.ndarray | None) -> Any:
+        """``e`` over the block: an array broadcasting to it, or a NumPy scalar (a constant)."""
         match e:
             case Const(value, dtype):
-                return np.int64(value) if dtype == "int32" else NUMPY_DTYPES[dtype](value)
+                return np.int64(value) if dtype == "int32" else dtype_info(dtype).numpy(value)
             case Var():
                 if e not in self.env:
                     raise DSLError(
@@ -270,7 +260,7 @@ class _Evaluator:
             case Call(func, args):
                 return _CALLS[func](*(self.eval(a, guard) for a in args))
             case Cast(value, dtype):
-                return np.asarray(self.eval(value, guard)).astype(NUMPY_DTYPES[dtype])
+                return np.asarray(self.eval(value, guard)).astype(dtype_info(dtype).numpy)
             case TensorRead(tensor, indices):
                 return self._read(tensor, [self.eval(i, guard) for i in indices], guard)
             case Reduce():

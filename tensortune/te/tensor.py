@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from ..errors import DSLError
 from .expr import (
-    FLOAT_DTYPES,
     Expr,
     IterVar,
     Reduce,
@@ -17,6 +16,7 @@ from .expr import (
     Var,
     as_expr,
     check_dtype,
+    tensors_read,
     walk,
 )
 
@@ -150,13 +150,7 @@ class Tensor:
     @property
     def inputs(self) -> tuple[Tensor, ...]:
         """Tensors read by the body, in first-read order."""
-        if self.body is None:
-            return ()
-        seen: dict[int, Tensor] = {}
-        for node in walk(self.body):
-            if isinstance(node, TensorRead):
-                seen.setdefault(id(node.tensor), node.tensor)
-        return tuple(seen.values())
+        return () if self.body is None else tensors_read(self.body)
 
     def __getitem__(self, idx) -> TensorRead:
         idx = idx if isinstance(idx, tuple) else (idx,)
@@ -245,7 +239,6 @@ max_reduce = _reducer("max")
 min_reduce = _reducer("min")
 
 __all__ = [
-    "FLOAT_DTYPES",
     "Tensor",
     "compute",
     "max_reduce",

@@ -1,6 +1,7 @@
 import ctypes
 import dataclasses
 import os
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -145,3 +146,24 @@ def test_no_temporary_files_survive(fresh_cache: Path, target: Target):
     leftovers = [p.name for p in fresh_cache.iterdir() if "tmp" in p.name]
     assert leftovers == []
     assert os.access(fresh_cache, os.W_OK)
+
+
+PROGRAM = '#include <stdio.h>\nint main(void) { puts("hello from a program"); return 3; }\n'
+
+
+def test_programs_share_the_verified_cache(fresh_cache: Path, target: Target):
+    """Executables (the emulator's kernel driver) are built and cached like libraries, without
+    the target's library flags, and a tampered one is rebuilt before it runs."""
+    path = compiler.compile_program(PROGRAM, target, ["-O2"])
+    assert path.parent == fresh_cache and path.suffix == ".exe"
+    run = subprocess.run([str(path)], capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stdout) == (3, "hello from a program\n")
+    assert compiler.compile_program(PROGRAM, target, ["-O2"]) == path
+    assert compiler.compile_program(PROGRAM, target, ["-O1"]) != path
+    assert path != compile_library(PROGRAM.replace("main", "entry"), target)
+    path.chmod(0o755)
+    path.write_bytes(b"#!/bin/sh\necho tampered\n")
+    assert compiler.compile_program(PROGRAM, target, ["-O2"]) == path
+    assert subprocess.run([str(path)], capture_output=True, text=True).stdout.startswith("hello")
+    with pytest.raises(CompileError, match="C compilation failed"):
+        compiler.compile_program("int main(void) { return }\n", target, ["-O2"])

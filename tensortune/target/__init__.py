@@ -1,7 +1,10 @@
 """The machine a kernel is compiled for: ISA, vector width, threads, caches and compiler.
 
 Everything that changes the generated code or the binary lives in one frozen `Target`, so a
-tuning record or a cached `.so` is only reused on a target with the same `key()`.
+tuning record or a cached `.so` is only reused on a target with the same `key()`. What is known
+about each architecture (ISA levels, vector widths, cpu flags, compiler flags and names) is one
+`Arch` table per architecture (`target/x86.py`, `target/aarch64.py`); `Target` only looks them up,
+and `tensortune.backend` holds the code generator, toolchain and runtime of each.
 """
 
 from __future__ import annotations
@@ -10,41 +13,29 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import BuildError, SpecError, TensorTuneError
+from ..errors import BuildError, SpecError, TensorTuneError
+from .aarch64 import AARCH64
+from .arch import Arch
+from .x86 import X86_64
 
-ISAS = ("avx512", "avx2", "sse4", "generic")
-"""Supported ISA levels, best first."""
+ARCHS: tuple[Arch, ...] = (X86_64, AARCH64)
+"""Every architecture tensortune generates code for; its tables live in `target/<arch>.py`."""
 
-_VECTOR_BITS = {"avx512": 512, "avx2": 256, "sse4": 128, "generic": 128}
+ISAS: tuple[str, ...] = tuple(isa for arch in ARCHS for isa in arch.isas)
+"""Every ISA level, grouped by architecture, each architecture's best first."""
 
-# /proc/cpuinfo flags each ISA level needs (the avx512 subset the codegen may use).
-_REQUIRED_FLAGS = {
-    "avx512": frozenset({"avx512f", "avx512vl", "avx512bw", "avx512dq", "avx2", "fma"}),
-    "avx2": frozenset({"avx2", "fma"}),
-    "sse4": frozenset({"sse4_2"}),
-    "generic": frozenset(),
-}
-# Macros `cc -march=native` must define for the native flags to cover the avx512 level.
-_AVX512_MACROS = ("__AVX512F__", "__AVX512VL__", "__AVX512BW__", "__AVX512DQ__", "__FMA__")
+_ALIASES = {arch.name: arch.isas[0] for arch in ARCHS if len(arch.isas) == 1}
+"""An architecture with one level may be named by its name: ``aarch64`` is ``neon``."""
 
-# -mprefer-vector-width=512: gcc tunes many CPUs (gcc 12 sees Zen 4 as znver3) for 256-bit
-# vectors; an avx512 target promises 512-bit lanes, so auto-vectorised loops use them too
-# (measured neutral on Zen 4, which splits 512-bit ops into two 256-bit halves).
-_AVX512_EXPLICIT = ("-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq", "-mfma", "-mavx2")
-_ISA_FLAGS = {
-    "avx2": ("-O3", "-mavx2", "-mfma", "-mno-avx512f"),
-    "sse4": ("-O3", "-msse4.2"),
-    "generic": ("-O3",),
-}
 COMMON_CFLAGS = (
     "-fPIC",
     "-shared",
@@ -55,7 +46,6 @@ COMMON_CFLAGS = (
 )
 """Flags every target compiles with (position independent shared library with OpenMP)."""
 
-_COMPILER_CANDIDATES = ("gcc", "clang", "cc")
 _SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 _DEFAULT_CACHES = {"l1d_bytes": 32 * 1024, "l2_bytes": 1024 * 1024, "l3_bytes": 8 * 1024 * 1024}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:i?B)?\s*$", re.IGNORECASE)
@@ -91,15 +81,26 @@ class Target:
     ) -> Target:
         """Describe this machine; `isa` downgrades it (e.g. act as an AVX2-only target).
 
-        Raises TensorTuneError if `isa` is unknown or not supported by this CPU, and
-        BuildError if no C compiler can be found.
+        Raises TensorTuneError if `isa` is unknown or not supported by this CPU (use `cross`
+        to build for another one), and BuildError if no C compiler can be found.
         """
         flags = _cpu_flags()
         supported = supported_isas(flags)
         if isa is None:
+            if not supported:
+                raise TensorTuneError(
+                    f"tensortune has no code generator for this CPU ({platform.machine()}); "
+                    f"known architectures: {', '.join(a.name for a in ARCHS)}"
+                )
             isa = supported[0]
         elif isa in ISAS and isa not in supported:
-            missing = sorted(_REQUIRED_FLAGS[isa] - flags)
+            arch = arch_of(isa)
+            if arch is not host_arch():
+                raise TensorTuneError(
+                    f"this CPU does not support isa {isa!r}: it is an {arch.name} level and this "
+                    f"host is {platform.machine()}; use Target.cross({isa!r}) to build for it"
+                )
+            missing = sorted(arch.required_flags[isa] - flags)
             raise TensorTuneError(
                 f"this CPU does not support isa {isa!r} (missing cpu flags: "
                 f"{', '.join(missing)}); supported here: {', '.join(supported)}"
@@ -108,22 +109,29 @@ class Target:
 
     @classmethod
     def cross(cls, isa: str, num_threads: int | None = None, cc: str | None = None) -> Target:
-        """A target for `isa` whether or not this CPU runs it, with this machine's caches.
+        """A target for `isa` whether or not this CPU runs it.
 
-        For generating, reading or shipping code for another machine; a kernel built for an
-        ISA this CPU lacks compiles and loads here but must not be called.
+        For generating, reading or shipping code for another machine. An x86 level this CPU
+        lacks uses this machine's caches; its kernels compile and load here but must not be
+        called. Another architecture (``"neon"``, alias ``"aarch64"``) uses that
+        architecture's cross compiler (``aarch64-linux-gnu-gcc``) and typical caches; its
+        kernels build here but load only on such a machine (or run under qemu, see
+        `tensortune.backend.aarch64`).
         """
+        isa = _ALIASES.get(isa, isa)
         if isa not in ISAS:
             raise TensorTuneError(f"unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
-        compiler = find_compiler(cc)
+        arch = arch_of(isa)
+        native = arch is host_arch()
+        compiler = find_compiler(cc, arch)
         return cls(
-            name=_cpu_name(),
+            name=_cpu_name() if native else f"{arch.name} (cross)",
             isa=isa,
-            vector_bits=_VECTOR_BITS[isa],
+            vector_bits=arch.vector_bits[isa],
             num_threads=num_threads if num_threads is not None else available_cpus(),
             cc=compiler,
-            cflags=isa_cflags(isa, compiler) + COMMON_CFLAGS,
-            **_cache_sizes(),
+            cflags=arch.isa_cflags(isa, compiler) + COMMON_CFLAGS,
+            **(_cache_sizes() if native else _DEFAULT_CACHES),
         )
 
     @classmethod
@@ -131,7 +139,8 @@ class Target:
         """Parse a target spec such as ``"avx2 threads=1"``; unspecified parts are detected.
 
         Grammar: whitespace-separated tokens. A bare token is the isa (``avx512``, ``avx2``,
-        ``sse4``, ``generic``; ``native``/``host`` mean "best supported"). ``key=value``
+        ``sse4``, ``generic``, ``neon`` or its alias ``aarch64``; ``native``/``host`` mean
+        "best supported"); an isa of another architecture gives a cross target. ``key=value``
         tokens: ``threads=N``, ``cc=PATH``, ``l1d=SIZE``, ``l2=SIZE``, ``l3=SIZE`` where SIZE
         is bytes with an optional K/M/G suffix (``32K``, ``1M``). The empty string means
         ``Target.detect()``.
@@ -153,8 +162,8 @@ class Target:
                 raise SpecError(f"target spec {spec!r}: more than one isa given")
             elif token in ("native", "host"):
                 isa = ""
-            elif token in ISAS:
-                isa = token
+            elif token in ISAS or token in _ALIASES:
+                isa = _ALIASES.get(token, token)
             else:
                 raise SpecError(
                     f"target spec {spec!r}: unknown isa {token!r} "
@@ -165,13 +174,20 @@ class Target:
             if not options["threads"].isdigit() or int(options["threads"]) < 1:
                 raise SpecError(f"target spec {spec!r}: threads must be a positive integer")
             threads = int(options["threads"])
-        target = cls.detect(num_threads=threads, isa=isa or None, cc=options.get("cc"))
-        sizes = {
-            f"{key}_bytes": _parse_size(options[key], spec)
-            for key in ("l1d", "l2", "l3")
-            if key in options
-        }
-        return replace(target, **sizes) if sizes else target
+        if isa and arch_of(isa) is not host_arch():
+            target = cls.cross(isa, num_threads=threads, cc=options.get("cc"))
+        else:
+            target = cls.detect(num_threads=threads, isa=isa or None, cc=options.get("cc"))
+
+        def size(key: str, detected: int) -> int:
+            return _parse_size(options[key], spec) if key in options else detected
+
+        return replace(
+            target,
+            l1d_bytes=size("l1d", target.l1d_bytes),
+            l2_bytes=size("l2", target.l2_bytes),
+            l3_bytes=size("l3", target.l3_bytes),
+        )
 
     def key(self) -> str:
         """A stable 16-hex-digit hash of every field (they all affect the generated code)."""
@@ -188,6 +204,22 @@ class Target:
     def from_dict(cls, data: dict[str, Any]) -> Target:
         """Rebuild a Target saved with `to_dict` (e.g. from a tuning database)."""
         return cls(**{**data, "cflags": tuple(data["cflags"])})
+
+    @property
+    def arch(self) -> str:
+        """The architecture this target's code runs on (``x86_64``, ``aarch64``)."""
+        return arch_of(self.isa).name
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: the budget of a register tile."""
+        return arch_of(self.isa).vector_registers[self.isa]
+
+    @property
+    def is_native(self) -> bool:
+        """Whether this host's architecture runs the target's code (its kernels can be loaded
+        here; an x86 level this CPU lacks still loads, but must not be called)."""
+        return arch_of(self.isa) is host_arch()
 
     def lanes(self, dtype: str | np.dtype) -> int:
         """How many elements of `dtype` fit in one vector register."""
@@ -209,51 +241,61 @@ class Target:
 def supported_isas(flags: frozenset[str] | None = None) -> tuple[str, ...]:
     """ISA levels this CPU (or the given /proc/cpuinfo flag set) can run, best first."""
     flags = _cpu_flags() if flags is None else flags
-    return tuple(isa for isa in ISAS if _REQUIRED_FLAGS[isa] <= flags)
+    arch = host_arch()
+    if arch is None:
+        return ()
+    return tuple(isa for isa in arch.isas if arch.required_flags[isa] <= flags)
 
 
 def isa_cflags(isa: str, cc: str) -> tuple[str, ...]:
     """Optimisation and ISA flags (without COMMON_CFLAGS) for `isa` compiled by `cc`."""
-    if isa != "avx512":
-        return _ISA_FLAGS[isa]
-    base = ("-march=native",) if _native_has_avx512(cc) else _AVX512_EXPLICIT
-    return ("-O3", *base, "-mprefer-vector-width=512")
+    return arch_of(isa).isa_cflags(isa, cc)
 
 
-def find_compiler(cc: str | None = None) -> str:
-    """Absolute path of the C compiler: `cc`, else $CC, else the first of gcc/clang/cc."""
-    requested = cc or os.environ.get("CC")
+def arch_of(isa: str) -> Arch:
+    """The architecture an ISA level belongs to (``"avx2"`` -> x86_64, ``"neon"`` -> aarch64)."""
+    isa = _ALIASES.get(isa, isa)
+    for arch in ARCHS:
+        if isa in arch.isas:
+            return arch
+    raise TensorTuneError(f"unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
+
+
+def host_arch() -> Arch | None:
+    """The architecture of this machine, or None if tensortune has no tables for it."""
+    machine = platform.machine()
+    return next((arch for arch in ARCHS if machine in arch.machines), None)
+
+
+def find_compiler(cc: str | None = None, arch: Arch | None = None) -> str:
+    """Absolute path of the C compiler for `arch` (default: this host's).
+
+    `cc` wins; for this host's architecture $CC comes next, then the first of gcc/clang/cc on
+    PATH; for another architecture its cross compilers (``aarch64-linux-gnu-gcc``), never $CC,
+    which builds for this host.
+    """
+    host = host_arch()
+    foreign = arch if arch is not None and arch is not host else None
+    requested = cc or (os.environ.get("CC") if foreign is None else None)
     if requested:
         path = shutil.which(requested)
         if path is None:
             source = "cc=" if cc else "the CC environment variable"
             raise BuildError(f"C compiler {requested!r} (from {source}) was not found")
         return path
-    for candidate in _COMPILER_CANDIDATES:
+    candidates = foreign.cross_compilers if foreign else (host or X86_64).compilers
+    for candidate in candidates:
         path = shutil.which(candidate)
         if path is not None:
             return path
-    raise BuildError(
-        "no C compiler was found (tried gcc, clang, cc on PATH); set the CC environment "
-        "variable or install one (`apt-get install gcc` / `xcode-select --install`)"
-    )
-
-
-@functools.cache
-def _native_has_avx512(cc: str) -> bool:
-    """Whether `cc -march=native` enables every avx512 feature the avx512 level uses."""
-    try:
-        proc = subprocess.run(
-            [cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
+    if foreign is not None:
+        raise BuildError(
+            f"no {foreign.name} C compiler was found (tried {', '.join(candidates)} on PATH); "
+            f"install one (`{foreign.cross_install}`) or pass cc="
         )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 0 and all(
-        f"#define {macro} " in proc.stdout for macro in _AVX512_MACROS
+    raise BuildError(
+        f"no C compiler was found (tried {', '.join(candidates)} on PATH); set the CC "
+        "environment variable or install one (`apt-get install gcc` / `xcode-select --install`)"
     )
 
 

@@ -1,0 +1,347 @@
+"""NumPy semantics of every supported operator: the oracle for compiled models and the
+evaluator constant folding runs (one definition of what an op means, used by both)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .errors import ModelError
+from .ir import Graph, Node
+
+Arrays = list[np.ndarray | None]
+OpFn = Callable[[Node, Arrays], list[np.ndarray]]
+
+try:  # scipy's erf is vectorised; math.erf per element is the fallback
+    from scipy.special import erf as _erf
+except ImportError:  # pragma: no cover
+    _erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf(x)).astype(x.dtype)
+
+
+def optional_ints(node: Node, key: str, args: Arrays, index: int) -> list[int] | None:
+    """An int list given as attribute (older opsets) or as input ``index`` (newer ones)."""
+    if node.attr(key) is not None:
+        return [int(v) for v in node.attr(key)]
+    if len(args) > index and args[index] is not None:
+        return [int(v) for v in np.asarray(args[index]).reshape(-1)]
+    return None
+
+
+def pool_geometry(node: Node, shape: Sequence[int], kernel: Sequence[int]):
+    """(strides, dilations, pads_begin, pads_end) of a Conv or pool node over NC+spatial
+    ``shape``, with auto_pad and ceil_mode turned into explicit (end) padding."""
+    n = len(kernel)
+    strides = list(node.attr("strides") or [1] * n)
+    dilations = list(node.attr("dilations") or [1] * n)
+    pads = list(node.attr("pads") or [0] * (2 * n))
+    begin, end = pads[:n], pads[n:]
+    auto = node.attr("auto_pad", "NOTSET")
+    if isinstance(auto, bytes):
+        auto = auto.decode()
+    spatial = shape[2:]
+    for d in range(n):
+        window = dilations[d] * (kernel[d] - 1) + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            out = -(-spatial[d] // strides[d])
+            total = max(0, (out - 1) * strides[d] + window - spatial[d])
+            small, big = total // 2, total - total // 2
+            begin[d], end[d] = (small, big) if auto == "SAME_UPPER" else (big, small)
+        elif auto == "VALID":
+            begin[d] = end[d] = 0
+        if node.attr("ceil_mode", 0):
+            span = spatial[d] + begin[d] + end[d] - window
+            out = -(-span // strides[d]) + 1
+            if (out - 1) * strides[d] >= spatial[d] + begin[d]:
+                out -= 1  # the last window must start inside the input or its left padding
+            end[d] += max(0, (out - 1) * strides[d] + window - (spatial[d] + begin[d] + end[d]))
+    return strides, dilations, begin, end
+
+
+def _windows(x: np.ndarray, kernel, strides, dilations, begin, end, fill: float) -> np.ndarray:
+    """[N, C, P, Q, R, S] view of the (padded) windows of ``x``."""
+    width = [(0, 0), (0, 0), *zip(begin, end, strict=True)]
+    x = np.pad(x, width, constant_values=fill)
+    span = [d * (k - 1) + 1 for k, d in zip(kernel, dilations, strict=True)]
+    w = sliding_window_view(x, span, axis=(2, 3))
+    return w[:, :, :: strides[0], :: strides[1], :: dilations[0], :: dilations[1]]
+
+
+def _conv(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, w, b = a[0], a[1], a[2] if len(a) > 2 else None
+    if x.ndim != 4:
+        raise ModelError(
+            f"Conv '{node.name}': only 2-D convolutions are supported, got {x.ndim - 2}-D"
+        )
+    group = int(node.attr("group", 1))
+    strides, dil, begin, end = pool_geometry(node, x.shape, w.shape[2:])
+    win = _windows(x, w.shape[2:], strides, dil, begin, end, 0.0)
+    cg, kg = x.shape[1] // group, w.shape[0] // group
+    outs = [
+        np.einsum("ncpqrs,kcrs->nkpq", win[:, g * cg : (g + 1) * cg], w[g * kg : (g + 1) * kg])
+        for g in range(group)
+    ]
+    y = np.concatenate(outs, axis=1)
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return [y.astype(x.dtype)]
+
+
+def _maxpool(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, kernel = a[0], node.attr("kernel_shape")
+    strides, dil, begin, end = pool_geometry(node, x.shape, kernel)
+    lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return [_windows(x, kernel, strides, dil, begin, end, lowest).max(axis=(-2, -1))]
+
+
+def _avgpool(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, kernel = a[0], node.attr("kernel_shape")
+    strides, dil, begin, end = pool_geometry(node, x.shape, kernel)
+    total = _windows(x, kernel, strides, dil, begin, end, 0.0).sum(axis=(-2, -1))
+    real = np.ones((1, 1, *x.shape[2:]), x.dtype)
+    if node.attr("count_include_pad", 0):  # explicit padding counts, a ceil-mode overhang not
+        real = np.pad(real, [(0, 0), (0, 0), *zip(begin, end, strict=True)], constant_values=1)
+        nominal = list(node.attr("pads") or [0] * 4)[2:]
+        extra = [e - n for e, n in zip(end, nominal, strict=True)]
+        real = real[:, :, : real.shape[2] - extra[0], : real.shape[3] - extra[1]]
+        begin, end = [0, 0], extra
+    count = _windows(real, kernel, strides, dil, begin, end, 0.0).sum(axis=(-2, -1))
+    return [(total / count).astype(x.dtype)]
+
+
+def _gemm(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, w = a[0], a[1]
+    x = x.T if node.attr("transA", 0) else x
+    w = w.T if node.attr("transB", 0) else w
+    y = node.attr("alpha", 1.0) * (x @ w)
+    if len(a) > 2 and a[2] is not None:
+        y = y + node.attr("beta", 1.0) * a[2]
+    return [y.astype(x.dtype)]
+
+
+def _batchnorm(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, scale, bias, mean, var = a[:5]
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = scale / np.sqrt(var + node.attr("epsilon", 1e-5))
+    return [(x * inv.reshape(shape) + (bias - mean * inv).reshape(shape)).astype(x.dtype)]
+
+
+def _softmax(node: Node, a: Arrays) -> list[np.ndarray]:
+    x = a[0]
+    axis = node.attr("axis", -1)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return [e / e.sum(axis=axis, keepdims=True)]
+
+
+def _layernorm(node: Node, a: Arrays) -> list[np.ndarray]:
+    """Y, and the Mean and InvStdDev outputs (float32, reduced axes kept as size 1)."""
+    x, scale = a[0], a[1]
+    axis = node.attr("axis", -1) % x.ndim
+    axes = tuple(range(axis, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(var + node.attr("epsilon", 1e-5))
+    y = (x - mean) * inv * scale
+    if len(a) > 2 and a[2] is not None:
+        y = y + a[2]
+    return [y.astype(x.dtype), mean.astype(np.float32), inv.astype(np.float32)]
+
+
+def _clip(node: Node, a: Arrays) -> list[np.ndarray]:
+    lo = node.attr("min", a[1] if len(a) > 1 and a[1] is not None else -np.inf)
+    hi = node.attr("max", a[2] if len(a) > 2 and a[2] is not None else np.inf)
+    return [np.clip(a[0], lo, hi).astype(a[0].dtype)]
+
+
+def _gelu(node: Node, a: Arrays) -> list[np.ndarray]:
+    x = a[0]
+    if node.attr("approximate", "none") == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
+        return [(0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)]
+    return [(0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype)]
+
+
+def _hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    return np.clip(alpha * x + beta, 0, 1).astype(x.dtype)
+
+
+def _reduce_mean(node: Node, a: Arrays) -> list[np.ndarray]:
+    axes = optional_ints(node, "axes", a, 1) or None  # empty: every axis
+    keep = bool(node.attr("keepdims", 1))
+    if axes is None and node.attr("noop_with_empty_axes", 0):
+        return [a[0]]
+    axis = None if axes is None else tuple(axes)
+    return [a[0].mean(axis=axis, keepdims=keep).astype(a[0].dtype)]
+
+
+def _reshape(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, shape = a[0], [int(v) for v in a[1]]
+    if not node.attr("allowzero", 0):
+        shape = [x.shape[d] if v == 0 else v for d, v in enumerate(shape)]
+    return [x.reshape(shape)]
+
+
+def _flatten(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, axis = a[0], node.attr("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
+    return [x.reshape(int(np.prod(x.shape[:axis])), -1)]
+
+
+def _split(node: Node, a: Arrays) -> list[np.ndarray]:
+    x, axis = a[0], node.attr("axis", 0)
+    sizes = optional_ints(node, "split", a, 1)
+    if sizes is None:
+        n = len(node.outputs)
+        each = -(-x.shape[axis] // n)
+        sizes = [min(each, x.shape[axis] - each * i) for i in range(n)]
+    return list(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def _slice(node: Node, a: Arrays) -> list[np.ndarray]:
+    x = a[0]
+    starts, ends = optional_ints(node, "starts", a, 1), optional_ints(node, "ends", a, 2)
+    axes = optional_ints(node, "axes", a, 3) or list(range(len(starts)))
+    steps = optional_ints(node, "steps", a, 4) or [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for s, e, ax, st in zip(starts, ends, axes, steps, strict=True):
+        index[ax] = slice(s, e, st)
+    return [x[tuple(index)]]
+
+
+def _squeeze(node: Node, a: Arrays) -> list[np.ndarray]:
+    axes = optional_ints(node, "axes", a, 1)
+    return [np.squeeze(a[0], axis=None if axes is None else tuple(axes))]
+
+
+def _unsqueeze(node: Node, a: Arrays) -> list[np.ndarray]:
+    axes = optional_ints(node, "axes", a, 1)
+    rank = a[0].ndim + len(axes)
+    return [np.expand_dims(a[0], tuple(sorted(ax % rank for ax in axes)))]
+
+
+def _shape(node: Node, a: Arrays) -> list[np.ndarray]:
+    dims = a[0].shape[node.attr("start", 0) : node.attr("end", None)]
+    return [np.array(dims, dtype=np.int64)]
+
+
+def _cast(node: Node, a: Arrays) -> list[np.ndarray]:
+    from .onnx_import import onnx_dtype
+
+    return [a[0].astype(onnx_dtype(node.attr("to")))]
+
+
+def _constant_of_shape(node: Node, a: Arrays) -> list[np.ndarray]:
+    value = node.attr("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    return [np.full([int(v) for v in a[0]], value.reshape(-1)[0], dtype=value.dtype)]
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> OpFn:
+    return lambda node, a: [np.asarray(fn(a[0])).astype(a[0].dtype)]
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpFn:
+    return lambda node, a: [np.asarray(fn(a[0], a[1])).astype(np.result_type(a[0], a[1]))]
+
+
+def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        return np.trunc(x / y).astype(x.dtype)
+    return x / y
+
+
+OPS: dict[str, OpFn] = {
+    "Conv": _conv,
+    "Gemm": _gemm,
+    "MatMul": lambda n, a: [np.matmul(a[0], a[1])],
+    "Add": _binary(np.add),
+    "Sub": _binary(np.subtract),
+    "Mul": _binary(np.multiply),
+    "Div": _binary(_div),
+    "Pow": lambda n, a: [np.power(a[0], a[1]).astype(a[0].dtype)],
+    "Relu": _unary(lambda x: np.maximum(x, 0)),
+    "Clip": _clip,
+    "Sigmoid": _unary(lambda x: 1 / (1 + np.exp(-x))),
+    "Tanh": _unary(np.tanh),
+    "Erf": _unary(erf),
+    "Gelu": _gelu,
+    "HardSigmoid": lambda n, a: [_hardsigmoid(a[0], n.attr("alpha", 0.2), n.attr("beta", 0.5))],
+    "HardSwish": lambda n, a: [a[0] * _hardsigmoid(a[0], 1 / 6, 0.5)],
+    "Sqrt": _unary(np.sqrt),
+    "Exp": _unary(np.exp),
+    "Neg": _unary(np.negative),
+    "Reciprocal": _unary(lambda x: 1 / x),
+    "Where": lambda n, a: [np.where(a[0], a[1], a[2])],
+    "Equal": lambda n, a: [np.equal(a[0], a[1])],
+    "Less": lambda n, a: [np.less(a[0], a[1])],
+    "Greater": lambda n, a: [np.greater(a[0], a[1])],
+    "LessOrEqual": lambda n, a: [np.less_equal(a[0], a[1])],
+    "GreaterOrEqual": lambda n, a: [np.greater_equal(a[0], a[1])],
+    "Not": lambda n, a: [np.logical_not(a[0])],
+    "And": lambda n, a: [np.logical_and(a[0], a[1])],
+    "Or": lambda n, a: [np.logical_or(a[0], a[1])],
+    "Expand": lambda n, a: [
+        np.broadcast_to(a[0], np.broadcast_shapes(a[0].shape, tuple(int(v) for v in a[1]))).copy()
+    ],
+    "Cast": _cast,
+    "Identity": lambda n, a: [a[0]],
+    "Dropout": lambda n, a: [a[0], np.ones(a[0].shape, bool)],  # inference: all kept
+    "BatchNormalization": _batchnorm,
+    "MaxPool": _maxpool,
+    "AveragePool": _avgpool,
+    "GlobalAveragePool": lambda n, a: [a[0].mean(axis=(2, 3), keepdims=True)],
+    "ReduceMean": _reduce_mean,
+    "Flatten": _flatten,
+    "Reshape": _reshape,
+    "Transpose": lambda n, a: [np.transpose(a[0], n.attr("perm"))],
+    "Softmax": _softmax,
+    "LayerNormalization": _layernorm,
+    "Concat": lambda n, a: [np.concatenate(a, axis=n.attr("axis"))],
+    "Split": _split,
+    "Slice": _slice,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Gather": lambda n, a: [np.take(a[0], a[1].astype(np.int64), axis=n.attr("axis", 0))],
+    "Shape": _shape,
+    "ConstantOfShape": _constant_of_shape,
+}
+
+
+def run_node(node: Node, args: Arrays) -> list[np.ndarray]:
+    """The outputs of one node on NumPy arrays."""
+    try:
+        return [np.asarray(v) for v in OPS[node.op](node, args)]
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(
+            f"{node.op} '{node.name}' failed on inputs of shapes "
+            f"{[None if x is None else x.shape for x in args]}: {exc}"
+        ) from exc
+
+
+def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every graph output, evaluated node by node in NumPy."""
+    env: dict[str, np.ndarray] = dict(graph.initializers)
+    for info in graph.inputs:
+        if info.name not in inputs:
+            raise ModelError(f"missing input '{info.name}' {info.shape} {info.dtype}")
+        value = np.asarray(inputs[info.name])
+        if value.shape != info.shape:
+            raise ModelError(f"input '{info.name}' must have shape {info.shape}, got {value.shape}")
+        env[info.name] = value.astype(info.dtype, copy=False)
+    for node in graph.nodes:
+        outs = run_node(node, [env[i] if i else None for i in node.inputs])
+        for name, value in zip(node.outputs, outs, strict=False):
+            if name:
+                env[name] = value
+    return {v.name: env[v.name] for v in graph.outputs}
+
+
+__all__ = ["OPS", "erf", "optional_ints", "pool_geometry", "run_graph", "run_node"]
