@@ -32,6 +32,7 @@ from .errors import (
     StrategyError,
     TensorTuneError,
 )
+from .graph import CompiledModel, ModelError, compile_model, from_onnx
 from .pipeline import compile as compile_with
 from .schedule import Schedule
 from .target import Target
@@ -102,6 +103,7 @@ def compile(
 
 __all__ = [
     "BuildError",
+    "CompiledModel",
     "ConfigError",
     "DSLError",
     "DatabaseError",
@@ -110,6 +112,7 @@ __all__ = [
     "KernelArgumentError",
     "LoweringError",
     "MissingDependency",
+    "ModelError",
     "RecordWarning",
     "Schedule",
     "ScheduleError",
@@ -120,6 +123,8 @@ __all__ = [
     "Workload",
     "__version__",
     "compile",
+    "compile_model",
+    "from_onnx",
     "te",
     "tune",
     "workload",
