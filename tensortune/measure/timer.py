@@ -12,7 +12,7 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..build.compiler import compile_library
+from ..backend import backend_for
 from ..errors import TensorTuneError
 from ..target import Target
 
@@ -88,8 +88,9 @@ int tt_time_groups(tt_packed_fn fn, void** args, int number, int groups, int flu
 
 
 def timer_library(target: Target) -> Path:
-    """Path of the compiled timing harness for `target` (a cache hit after the first use)."""
-    return compile_library(TIMER_SOURCE, target)
+    """Path of the compiled timing harness for `target` (a cache hit after the first use); a
+    clear error for a target this host cannot time (another architecture)."""
+    return backend_for(target).timer_library(TIMER_SOURCE)
 
 
 @functools.cache
