@@ -6,9 +6,11 @@ mean the same for every knob and template: how many vector FMAs each load feeds,
 accumulator vectors stay in registers, whether a guard sits in the hot loop, how many bytes
 each loop level touches compared with L1/L2, how evenly the parallel loop splits over threads.
 So each config is scheduled and lowered (a few milliseconds, cached per config) and its
-hottest store is described by a fixed-length vector; the knob encoding is appended so nothing
-the IR cannot show (e.g. compiler flags) is lost. Configs that fail to schedule or lower get
-NaN loop features, which tree models treat as missing.
+hottest store is described by a fixed-length vector. The register block around that store is
+its trailing unrolled and vectorized loops; where lowering has already unrolled them into copies
+of the store (the program as it runs), the copies in the same loops count as one block. The
+knob encoding is appended so nothing the IR cannot show (e.g. compiler flags) is lost. Configs
+that fail to schedule or lower get NaN loop features, which tree models treat as missing.
 """
 
 from __future__ import annotations
@@ -79,6 +81,23 @@ class _StoreSite:
     write: _Access
     reads: tuple[_Access, ...]
     ops: int
+    write_key: str  # the buffer and index expressions: equal keys are the same element(s)
+    read_keys: tuple[str, ...]
+
+    @property
+    def n_block(self) -> int:
+        """How many trailing loops (unrolled or vectorized) form the register block."""
+        n = 0
+        while n < len(self.loops) and self.loops[-1 - n].kind in ("unrolled", "vectorized"):
+            n += 1
+        return n
+
+    @property
+    def block_key(self) -> tuple[object, ...]:
+        """Stores with equal keys are copies in one register block: the same loops outside
+        the block (the same loop objects) and the same buffer written."""
+        outer = self.loops[: len(self.loops) - self.n_block]
+        return (*(id(lp) for lp in outer), self.write_key.split("[", 1)[0])
 
 
 def _is_arith(e: Expr) -> bool:
@@ -125,14 +144,28 @@ def _store_sites(body: Stmt) -> list[_StoreSite]:
                 visit(s.body, loops, guards)
             case Store():
                 nodes = list(walk(s.value))
-                reads = tuple(
-                    _access(n.tensor, n.indices) for n in nodes if isinstance(n, TensorRead)
-                )
+                read_nodes = [n for n in nodes if isinstance(n, TensorRead)]
+                reads = tuple(_access(n.tensor, n.indices) for n in read_nodes)
                 ops = sum(1 for n in nodes if _is_arith(n))
-                out.append(_StoreSite(loops, guards, _access(s.buffer, s.indices), reads, ops))
+                write = _access(s.buffer, s.indices)
+                out.append(
+                    _StoreSite(
+                        loops,
+                        guards,
+                        write,
+                        reads,
+                        ops,
+                        _key(s.buffer, s.indices),
+                        tuple(_key(n.tensor, n.indices) for n in read_nodes),
+                    )
+                )
 
     visit(body, (), ())
     return out
+
+
+def _key(buffer: object, indices: Sequence[Expr]) -> str:
+    return f"{getattr(buffer, 'name', '?')}[{', '.join(repr(i) for i in indices)}]"
 
 
 def _log2(x: float) -> float:
@@ -158,19 +191,32 @@ def _traffic(accesses: Sequence[_Access], loops: Sequence[For], cache_bytes: int
     return math.prod(lp.extent for lp in loops) * _footprint(accesses, ())
 
 
+def _distinct(group: Sequence[_StoreSite]) -> list[_Access]:
+    """The non-register reads of a block's copies: all of the first copy's, and those of the
+    other copies that no earlier copy made (a value reused across copies is loaded once)."""
+    seen: set[str] = set()
+    out: list[_Access] = []
+    for k, site in enumerate(group):
+        for access, key in zip(site.reads, site.read_keys, strict=True):
+            if access.scope != "register" and (k == 0 or key not in seen):
+                out.append(access)
+            seen.add(key)
+    return out
+
+
 def _site_features(
-    site: _StoreSite, others: Sequence[_StoreSite], func: PrimFunc, design: DesignSpace
+    group: Sequence[_StoreSite], others: Sequence[_StoreSite], func: PrimFunc, design: DesignSpace
 ) -> list[float]:
     target, flops = design.target, max(design.workload.flops, 1.0)
+    site, copies = group[0], len(group)
     loops = site.loops
-    n_block = 0  # trailing unrolled/vectorized loops form the register block
-    while n_block < len(loops) and loops[-1 - n_block].kind in ("unrolled", "vectorized"):
-        n_block += 1
+    n_block = site.n_block
     block, outer = loops[len(loops) - n_block :], loops[: len(loops) - n_block]
     vec = next((lp for lp in reversed(block) if lp.kind == "vectorized"), None)
     lanes = vec.extent if vec else 1
-    block_size = math.prod(lp.extent for lp in block)
-    memory = [a for a in site.reads if a.scope != "register"]
+    block_size = copies * math.prod(lp.extent for lp in block)
+    memory = _distinct(group)
+    writes = list({s.write_key: s.write for s in group}.values())
     vector_loads = broadcasts = gathers = 0
     for a in memory:
         distinct = math.prod(lp.extent for lp in block if a.depends(lp.var))
@@ -184,16 +230,17 @@ def _site_features(
             broadcasts += distinct
     accumulators = 0
     if site.write.scope == "register":
-        accumulators = math.prod(lp.extent for lp in block if site.write.depends(lp.var)) // lanes
+        per_copy = math.prod(lp.extent for lp in block if site.write.depends(lp.var)) // lanes
+        accumulators = len(writes) * per_copy
     hot = outer[-1] if outer else None
     strides = [
         abs(a.coeffs.get(hot.var, 0)) * a.itemsize
         for a in (*site.reads, site.write)
         if hot is not None and a.depends(hot.var)
     ] or [0]
-    accesses = [*memory, site.write]
-    exec_scalar = math.prod(lp.extent for lp in loops)
-    work = sum(s.ops * math.prod(lp.extent for lp in s.loops) for s in (site, *others))
+    accesses = [*memory, *writes]
+    exec_scalar = copies * math.prod(lp.extent for lp in loops)
+    work = sum(s.ops * math.prod(lp.extent for lp in s.loops) for s in (*group, *others))
     parallel = next((lp for lp in loops if lp.kind == "parallel"), None)
     threads = max(target.num_threads, 1)
     p_ext = parallel.extent if parallel else 1
@@ -231,10 +278,14 @@ def loop_nest_features(func: PrimFunc, design: DesignSpace) -> np.ndarray:
     sites = _store_sites(func.body)
     if not sites:
         return np.full(len(LOOP_FEATURES), np.nan)
-    cost = [s.ops * math.prod(lp.extent for lp in s.loops) for s in sites]
-    hottest = int(np.argmax(cost))
-    others = sites[:hottest] + sites[hottest + 1 :]
-    return np.array(_site_features(sites[hottest], others, func, design), dtype=np.float64)
+    blocks: dict[tuple[object, ...], list[_StoreSite]] = {}
+    for site in sites:
+        blocks.setdefault(site.block_key, []).append(site)
+    groups = list(blocks.values())
+    cost = [sum(s.ops * math.prod(lp.extent for lp in s.loops) for s in g) for g in groups]
+    hottest = groups[int(np.argmax(cost))]
+    others = [s for s in sites if all(s is not h for h in hottest)]
+    return np.array(_site_features(hottest, others, func, design), dtype=np.float64)
 
 
 class LoopNestFeatures:

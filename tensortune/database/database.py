@@ -42,8 +42,9 @@ class Database(ABC):
     Search strategies use it to skip configs already measured (``has``/``measured_keys``)
     and to start from the best known ones (``top_k``/``best``). Queries are always scoped by
     target, so a result measured on one machine never answers for another. ``version`` (the
-    tensortune version that measured) is stored on every record and can optionally narrow
-    any query.
+    tensortune version that measured) and ``space`` (the design space's name, "" for a
+    built-in template) are stored on every record and can optionally narrow any query: ratios
+    of different spaces are to different defaults and must not be ranked together.
     """
 
     @abstractmethod
@@ -52,12 +53,20 @@ class Database(ABC):
 
     @abstractmethod
     def has(
-        self, workload: str, target: str, config_key: str, *, version: str | None = None
+        self,
+        workload: str,
+        target: str,
+        config_key: str,
+        *,
+        version: str | None = None,
+        space: str | None = None,
     ) -> bool:
         """Whether this config was already measured (successfully or not)."""
 
     @abstractmethod
-    def measured_keys(self, workload: str, target: str, *, version: str | None = None) -> set[str]:
+    def measured_keys(
+        self, workload: str, target: str, *, version: str | None = None, space: str | None = None
+    ) -> set[str]:
         """config_keys of every measured config (bulk form of ``has``)."""
 
     @abstractmethod
@@ -68,12 +77,19 @@ class Database(ABC):
         run_id: str | None = None,
         *,
         version: str | None = None,
+        space: str | None = None,
     ) -> list[TuningRecord]:
         """Matching records in insertion order (None means "any")."""
 
     @abstractmethod
     def top_k(
-        self, workload: str, target: str, k: int = 1, *, version: str | None = None
+        self,
+        workload: str,
+        target: str,
+        k: int = 1,
+        *,
+        version: str | None = None,
+        space: str | None = None,
     ) -> list[TuningRecord]:
         """The k fastest distinct successful configs, each by its median measurement.
 
@@ -83,10 +99,10 @@ class Database(ABC):
         """
 
     def best(
-        self, workload: str, target: str, *, version: str | None = None
+        self, workload: str, target: str, *, version: str | None = None, space: str | None = None
     ) -> TuningRecord | None:
         """The median record of the fastest config (see `top_k`), or None if nothing succeeded."""
-        top = self.top_k(workload, target, 1, version=version)
+        top = self.top_k(workload, target, 1, version=version, space=space)
         return top[0] if top else None
 
     @abstractmethod

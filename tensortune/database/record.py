@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DatabaseError
+from ..measure.result import ERROR_KINDS
 from ..version import __version__
-
-#: Failure kinds a measurement can end with; ``error=None`` means it succeeded.
-ERROR_KINDS = ("compile", "crash", "timeout", "wrong_result", "runtime")
 
 #: Fields holding JSON values (and their container type); normalised through a JSON round
 #: trip on construction.
@@ -33,7 +31,11 @@ MAX_ERROR_MSG_CHARS = 100_000
 MAX_TRIAL = 2**53  # exact in JSON and in every SQL integer column
 
 #: Name-like fields: printable strings of at most MAX_NAME_CHARS (the first two non-empty).
-NAME_FIELDS = ("workload", "target", "strategy", "run_id", "version")
+NAME_FIELDS = ("workload", "target", "strategy", "run_id", "version", "space")
+
+#: Fields left out of ``to_dict`` while they hold their default: records that predate them
+#: serialise (and hash, see the database's import dedupe) exactly as they always did.
+OPTIONAL_FIELDS = {"space": ""}
 
 _TRUNCATED = "\n... (truncated)"
 
@@ -131,6 +133,9 @@ class TuningRecord:
     timing): how fast the host was when the record was taken."""
     ratio: float | None = None
     """Median per-round time relative to that reference: what ranks configs."""
+    space: str = ""
+    """The design space the config is a point of, by its registered name ("" for the built-in
+    template of the workload's op): a name only, the space's code never comes from a record."""
 
     def __post_init__(self) -> None:
         for name in NAME_FIELDS:
@@ -201,8 +206,12 @@ class TuningRecord:
         return canonical_json(self.config)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain field dict (JSON-serialisable)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Plain field dict (JSON-serialisable); optional fields only when they are set."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name, default in OPTIONAL_FIELDS.items():
+            if data[name] == default:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuningRecord:

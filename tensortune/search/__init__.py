@@ -7,7 +7,14 @@ from .grid import GridSearch
 from .model_based import FeatureFn, ModelBasedSearch
 from .optuna_search import OptunaCmaEsSearch, OptunaTPESearch
 from .random_search import RandomSearch
-from .registry import STRATEGIES, make_strategy, make_tuning_strategy
+from .registry import (
+    STRATEGIES,
+    StrategyFactory,
+    make_strategy,
+    make_tuning_strategy,
+    register_strategy,
+    strategy_options,
+)
 from .strategy import SearchStrategy
 
 __all__ = [
@@ -22,6 +29,9 @@ __all__ = [
     "RandomSearch",
     "SearchStrategy",
     "SimulatedAnnealing",
+    "StrategyFactory",
     "make_strategy",
     "make_tuning_strategy",
+    "register_strategy",
+    "strategy_options",
 ]

@@ -1,4 +1,5 @@
-"""When to stop tuning: a trial cap, a wall-clock cap and patience, checked by the tuner."""
+"""When to stop tuning: a trial cap, a wall-clock cap and patience, checked by the tuner
+before each batch (``tuning.loop.tune``), so every stop has one reason it can report."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import dataclass
 class Budget:
     """Limits for one tuning run; ``None`` disables a limit.
 
-    ``early_stop`` is patience: stop after that many trials without a new best.
+    ``early_stop`` is patience: stop after that many trials without a new best. A
+    ``max_trials`` of 0 measures nothing (a tune that only reports what is recorded).
     """
 
     max_trials: int
@@ -17,12 +19,13 @@ class Budget:
     early_stop: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_trials < 1:
-            raise ValueError(f"max_trials must be >= 1, got {self.max_trials}")
-        if self.max_seconds is not None and self.max_seconds <= 0:
-            raise ValueError(f"max_seconds must be > 0, got {self.max_seconds}")
-        if self.early_stop is not None and self.early_stop < 1:
-            raise ValueError(f"early_stop must be >= 1, got {self.early_stop}")
+        trials = self.max_trials
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
+            raise ValueError(f"trials must be a non-negative integer, got {trials!r}")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"max_seconds must be > 0, got {self.max_seconds!r}")
+        if self.early_stop is not None and not self.early_stop >= 1:
+            raise ValueError(f"early_stop must be >= 1, got {self.early_stop!r}")
 
     def exhausted(
         self, trials_done: int, elapsed: float, trials_since_improvement: int

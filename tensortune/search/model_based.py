@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..cost_model import CostModel, LGBMCostModel
+from ..cost_model import CostModel
+from ..cost_model.registry import DEFAULT_COST_MODEL, get_cost_model
+from ..errors import StrategyError
 from ..space import Config, SearchSpace
 from .strategy import SearchStrategy
 
@@ -42,13 +44,15 @@ class ModelBasedSearch(SearchStrategy):
        ``min_distance`` apart (L1 over choice indices of ordered knobs, +1 per differing
        unordered knob). If diversity rules out everything left, the rule is dropped.
 
-    ``model`` defaults to a seeded ``LGBMCostModel``; pass ``RandomCostModel`` for ablations or
-    a pre-trained model to transfer (it is then trusted from the first ask if it already holds
-    ``min_train`` samples). ``features`` maps a list of configs to a 2-D feature matrix (e.g.
-    loop-nest features of the lowered program) and replaces ``space.encode_batch``; it is called
-    on the whole candidate pool, so lower ``pool_size`` if it is expensive. ``program_key``
-    names the program a config builds (e.g. its schedule trace): configs whose program was
-    already proposed are never proposed again, so knobs a variant ignores cost no trials.
+    ``model`` is a registered cost model's name (``tensortune.cost_model.COST_MODELS``, built
+    fresh with a seed drawn from ``seed``; default ``"lgbm"``) or a ``CostModel`` instance:
+    ``"random"`` for ablations, or a pre-trained model to transfer (it is then trusted from the
+    first ask if it already holds ``min_train`` samples). ``features`` maps a list of configs to
+    a 2-D feature matrix (e.g. loop-nest features of the lowered program) and replaces
+    ``space.encode_batch``; it is called on the whole candidate pool, so lower ``pool_size`` if
+    it is expensive. ``program_key`` names the program a config builds (e.g. its schedule
+    trace): configs whose program was already proposed are never proposed again, so knobs a
+    variant ignores cost no trials.
     """
 
     name = "model"
@@ -58,7 +62,7 @@ class ModelBasedSearch(SearchStrategy):
         space: SearchSpace,
         seed: int | None = None,
         *,
-        model: CostModel | None = None,
+        model: CostModel | str | None = None,
         features: FeatureFn | None = None,
         min_train: int = 8,
         epsilon: float = 0.05,
@@ -75,9 +79,13 @@ class ModelBasedSearch(SearchStrategy):
             raise ValueError("need 0 <= epsilon <= 1 and 0 <= near_initial <= 1")
         if min_train < 1 or pool_size < 8 or n_parents < 1:
             raise ValueError("need min_train >= 1, pool_size >= 8, n_parents >= 1")
-        self.model = (
-            model if model is not None else LGBMCostModel(seed=int(self.rng.integers(2**31)))
-        )
+        if model is None or isinstance(model, str):
+            model = get_cost_model(model or DEFAULT_COST_MODEL, seed=int(self.rng.integers(2**31)))
+        elif not isinstance(model, CostModel):
+            raise StrategyError(
+                f"model must be a cost model's name or a CostModel, got {type(model).__name__}"
+            )
+        self.model: CostModel = model
         self.features = features
         self.min_train, self.epsilon, self.pool_size = min_train, epsilon, pool_size
         self.n_parents, self.evolution_rounds = n_parents, max(evolution_rounds, 0)
@@ -276,8 +284,8 @@ class ModelBasedSearch(SearchStrategy):
         out: list[Config] = []
         while len(out) < n:
             explore = self.rng.random() < self.epsilon
-            choice = (self._random_new(1, exclude=taken) or [None])[0] if explore else None
-            choice = choice if choice is not None else next_ranked()
+            explored = self._random_new(1, exclude=taken) if explore else []
+            choice = explored[0] if explored else next_ranked()
             if choice is None:
                 break
             taken.add(self.space.config_key(choice))

@@ -1,13 +1,20 @@
-"""Strategies by name, so configs files and the CLI can say ``--strategy model``."""
+"""Strategies by name, so configs files and the CLI can say ``--strategy model``.
+
+A strategy from outside the package joins the built-ins with ``register_strategy``: a
+``SearchStrategy`` subclass (or any callable ``factory(space, seed, **options)`` returning one),
+whose keyword-only parameters are the options ``make_strategy`` accepts.
+"""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from ..cost_model.features import LoopNestFeatures
 from ..errors import StrategyError
 from ..space import SearchSpace
+from ..space.plugin import check_made, check_registration
 from ..space.template import DesignSpace
 from .annealing import SimulatedAnnealing
 from .evolutionary import EvolutionarySearch
@@ -17,8 +24,11 @@ from .optuna_search import OptunaCmaEsSearch, OptunaTPESearch
 from .random_search import RandomSearch
 from .strategy import SearchStrategy
 
+StrategyFactory = Callable[..., SearchStrategy]
+"""``factory(space, seed, **options) -> SearchStrategy``; a SearchStrategy subclass is one."""
+
 #: Every strategy, by its ``name``, in the order they are listed to users.
-STRATEGIES: dict[str, type[SearchStrategy]] = {
+STRATEGIES: dict[str, StrategyFactory] = {
     cls.name: cls
     for cls in (
         GridSearch,
@@ -32,25 +42,45 @@ STRATEGIES: dict[str, type[SearchStrategy]] = {
 }
 
 
+def register_strategy(name: str, factory: StrategyFactory, *, replace: bool = False) -> None:
+    """Make ``factory`` available as ``name`` to ``make_strategy``, ``tune(strategy=name)`` and
+    the CLI's ``--strategy``. Taking a registered name (a built-in included) is refused unless
+    ``replace=True``, so two plug-ins cannot silently shadow each other."""
+    check_registration("strategy", name, factory, STRATEGIES, replace, StrategyError)
+    STRATEGIES[name] = factory
+
+
+def strategy_options(name: str) -> list[str]:
+    """The options (keyword-only parameters) the strategy called ``name`` accepts."""
+    return [
+        p.name
+        for p in inspect.signature(_factory(name)).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+
+
+def _factory(name: str) -> StrategyFactory:
+    factory = STRATEGIES.get(name)
+    if factory is None:
+        raise StrategyError(f"unknown strategy '{name}': choose one of {', '.join(STRATEGIES)}")
+    return factory
+
+
 def make_strategy(
     name: str, space: SearchSpace, seed: int | None = None, **options: Any
 ) -> SearchStrategy:
     """Build the strategy called ``name``; unknown names and options raise StrategyError."""
-    cls = STRATEGIES.get(name)
-    if cls is None:
-        raise StrategyError(f"unknown strategy '{name}': choose one of {', '.join(STRATEGIES)}")
-    accepted = [
-        p.name
-        for p in inspect.signature(cls.__init__).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
+    factory = _factory(name)
+    accepted = strategy_options(name)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise StrategyError(
             f"strategy '{name}' has no option(s) {', '.join(unknown)}; "
             f"it takes: {', '.join(accepted) or 'none'}"
         )
-    return cls(space, seed, **options)
+    strategy = factory(space, seed, **options)
+    check_made("strategy", name, strategy, SearchStrategy, StrategyError)
+    return strategy
 
 
 #: Candidates scored per ask when every one must be scheduled and lowered (cached per config).
@@ -66,7 +96,7 @@ def make_tuning_strategy(
     lowered loop nest of each candidate (``LoopNestFeatures``), measures the template's default
     config first, and never measures two configs that build the same program.
     """
-    if name == ModelBasedSearch.name:
+    if name == ModelBasedSearch.name and STRATEGIES.get(name) is ModelBasedSearch:
         features = LoopNestFeatures(design)
         options = {
             "features": features,

@@ -111,7 +111,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         "vector_axis": "columns",
         "rows": max(
             x
-            for x in knobs[1].choices
+            for x in knobs[1].int_choices
             if x <= max(1, (regs - vectors_d - 1) // vectors_d) and x <= min(3, ext[row])
         ),
         "vectors": vectors_d,
@@ -123,7 +123,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         "opt_level": "O3",
     }
     if by_channel:
-        default |= _channel_default(ext[a1], ext[a3], knobs[1].choices, lanes, regs)
+        default |= _channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
 
 

@@ -91,8 +91,8 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
 
     default = {
         "variant": "tile" if m > 1 else "stream",
-        "mr": max(x for x in knobs[1].choices if x <= 6),
-        "nr_vectors": max(x for x in knobs[2].choices if x <= 2),
+        "mr": max(x for x in knobs[1].int_choices if x <= 6),
+        "nr_vectors": max(x for x in knobs[2].int_choices if x <= 2),
         "nb": 2 if k > 2048 else 4,
         "order": "ji",
         "pack_b": m >= 16,

@@ -93,7 +93,7 @@ def pool_space(wl: Workload, target: Target) -> DesignSpace:
     row_d = next(iter(row_axes))
     default = {
         "row_axis": row_d,
-        "rows": max(x for x in knobs[1].choices if x <= min(4, ext[row_axes[row_d]])),
+        "rows": max(x for x in knobs[1].int_choices if x <= min(4, ext[row_axes[row_d]])),
         "vectors": 1 if ext[col] <= lanes_d else 2,
         "lanes": lanes_d,
         "inline_pad": True,

@@ -20,112 +20,14 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
+from .knob import Config, Constraint, Knob, KnobKind, Value, encoding_table, value_id
 
-Value = int | str | bool
-Config = dict[str, Any]
-KnobKind = Literal["int", "categorical", "bool"]
 RngLike = np.random.Generator | int | None
-
-_KINDS = ("int", "categorical", "bool")
-
-
-def _value_id(value: object) -> tuple[type, object]:
-    """Hashable identity that keeps ``True`` and ``1`` apart (they are equal in Python)."""
-    return (type(value), value)
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One tunable decision with a finite tuple of choices.
-
-    ``kind`` and ``ordered`` are inferred when omitted: all-bool choices are ``"bool"``, all-int
-    choices are ``"int"`` and ordered (so a tile size of 8 is "next to" 4 and 16, which makes
-    mutation local), anything else is an unordered ``"categorical"``. Ordered int choices must be
-    strictly increasing so that index neighbours are value neighbours.
-    """
-
-    name: str
-    choices: tuple[Value, ...]
-    kind: KnobKind | None = None
-    ordered: bool | None = None
-    _ids: dict[tuple[type, object], int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        choices = tuple(self.choices)
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"knob name must be a non-empty string, got {self.name!r}")
-        if not choices:
-            raise ValueError(f"knob '{self.name}' has no choices")
-        for c in choices:
-            if not isinstance(c, int | str | bool):
-                raise ValueError(
-                    f"knob '{self.name}': choice {c!r} is not a JSON scalar (int, str or bool)"
-                )
-        ids = {_value_id(c): i for i, c in enumerate(choices)}
-        if len(ids) != len(choices):
-            raise ValueError(f"knob '{self.name}' has duplicate choices {choices!r}")
-        kind = self.kind or _infer_kind(choices)
-        if kind not in _KINDS:
-            raise ValueError(f"knob '{self.name}': kind must be one of {_KINDS}, got {kind!r}")
-        if kind == "bool" and not all(isinstance(c, bool) for c in choices):
-            raise ValueError(f"knob '{self.name}' is kind 'bool' but has non-bool choices")
-        if kind == "int" and not all(_is_int(c) for c in choices):
-            raise ValueError(f"knob '{self.name}' is kind 'int' but has non-int choices")
-        ordered = (kind == "int") if self.ordered is None else bool(self.ordered)
-        if ordered and kind == "int" and any(a >= b for a, b in itertools.pairwise(choices)):
-            raise ValueError(f"ordered int knob '{self.name}' needs strictly increasing choices")
-        object.__setattr__(self, "choices", choices)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "ordered", ordered)
-        object.__setattr__(self, "_ids", ids)
-
-    def lookup(self, value: object) -> int | None:
-        """Index of ``value`` among the choices, or None (type-strict: ``True`` is not ``1``)."""
-        try:
-            return self._ids.get(_value_id(value))
-        except TypeError:  # unhashable value
-            return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able description (inverse of ``Knob(**d)``)."""
-        return {
-            "name": self.name,
-            "choices": list(self.choices),
-            "kind": self.kind,
-            "ordered": self.ordered,
-        }
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _infer_kind(choices: tuple[Value, ...]) -> KnobKind:
-    if all(isinstance(c, bool) for c in choices):
-        return "bool"
-    if all(_is_int(c) for c in choices):
-        return "int"
-    return "categorical"
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A named validity predicate over a whole config, e.g. "register tile fits 32 registers".
-
-    The name is what gets serialised (functions cannot be), so keep it stable.
-    """
-
-    name: str
-    fn: Callable[[Config], bool]
-
-    def __call__(self, config: Config) -> bool:
-        return bool(self.fn(config))
 
 
 class SearchSpace:
@@ -147,7 +49,7 @@ class SearchSpace:
         self._by_name = {k.name: i for i, k in enumerate(self.knobs)}
         self._ids = [(k.name, k._ids) for k in self.knobs]
         self._sizes = np.array([len(k.choices) for k in self.knobs], dtype=np.int64)
-        tables = [_encoding_table(k) for k in self.knobs]
+        tables = [encoding_table(k) for k in self.knobs]
         self.feature_names: tuple[str, ...] = tuple(n for names_, _ in tables for n in names_)
         self._tables = [t for _, t in tables]
 
@@ -214,7 +116,7 @@ class SearchSpace:
     def indices(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Choice indices, shape (len(configs), n_knobs): the space's own integer coordinates."""
         try:  # hot path of every search step: one dict lookup per knob
-            rows = [[ids[_value_id(config[name])] for name, ids in self._ids] for config in configs]
+            rows = [[ids[value_id(config[name])] for name, ids in self._ids] for config in configs]
         except (KeyError, TypeError):
             for config in configs:
                 for knob in self.knobs:
@@ -404,20 +306,4 @@ def _check_unique(what: str, names: Sequence[str]) -> None:
         raise ValueError(f"duplicate {what} name(s): {', '.join(dupes)}")
 
 
-def _encoding_table(knob: Knob) -> tuple[list[str], np.ndarray]:
-    """Feature names and a (n_choices, width) lookup table for one knob."""
-    n = len(knob.choices)
-    index = np.arange(n, dtype=np.float64)[:, None]
-    if knob.kind == "bool":
-        return [knob.name], np.array([[float(c)] for c in knob.choices])
-    if knob.ordered and knob.kind == "int":
-        values = np.array(knob.choices, dtype=np.float64)
-        if (values > 0).all():
-            return [f"{knob.name}.log2", f"{knob.name}.index"], np.hstack(
-                [np.log2(values)[:, None], index]
-            )
-        signed = np.sign(values) * np.log2(1 + np.abs(values))
-        return [f"{knob.name}.slog2", f"{knob.name}.index"], np.hstack([signed[:, None], index])
-    if knob.ordered:
-        return [f"{knob.name}.index"], index
-    return [f"{knob.name}={c}" for c in knob.choices], np.eye(n)
+__all__ = ["Config", "Constraint", "Knob", "KnobKind", "RngLike", "SearchSpace", "Value"]

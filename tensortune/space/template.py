@@ -10,6 +10,7 @@ vectorize the inner one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ..schedule import Schedule
@@ -24,13 +25,20 @@ VECTOR_REGISTERS = {"avx512": 32, "avx2": 16, "sse4": 16, "generic": 16}
 
 @dataclass(frozen=True)
 class DesignSpace:
-    """What a tuner needs for one workload on one target."""
+    """What a tuner needs for one workload on one target.
+
+    ``name`` is stored in every record the space produces, so results of different spaces for
+    one workload are never ranked together (each is timed beside its own ``default``) and
+    ``compile`` applies only records of the space it rebuilds them with. The built-in
+    templates are ``""``; a registered space gets its registered name (``register_space``).
+    """
 
     workload: Workload
     target: Target
     space: SearchSpace
     build: Callable[[Config], Schedule]
     default: Config
+    name: str = ""
 
     def schedule(self, config: Config) -> Schedule:
         self.space.validate(config)
@@ -110,7 +118,7 @@ def schedule_simple(
         split_vectorize(s, st.name, inner.name, st.extents()[inner.name], lanes)
 
 
-def inline_injective(s: Schedule, keep: set[str] = frozenset()) -> None:
+def inline_injective(s: Schedule, keep: AbstractSet[str] = frozenset()) -> None:
     """Inline every elementwise/pad stage that is not an output and not in ``keep``."""
     for st in list(s.stages):
         if st.name in keep or st.is_output or st.is_reduction or st.attach != ("root",):

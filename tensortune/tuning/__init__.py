@@ -2,6 +2,6 @@
 
 from .apply import compile_tuned
 from .loop import TuneState, measure_configs, tune
-from .result import TuneResult
+from .result import TuneResult, gflops
 
-__all__ = ["TuneResult", "TuneState", "compile_tuned", "measure_configs", "tune"]
+__all__ = ["TuneResult", "TuneState", "compile_tuned", "gflops", "measure_configs", "tune"]

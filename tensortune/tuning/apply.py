@@ -1,16 +1,18 @@
 """Compile a workload with the best schedule the database holds for it on this target.
 
 A database is shared data (an imported JSON Lines file, a team's server, a copied file), so no
-record is trusted: only records of this tensortune version are considered, a record's config
-must be a point of the design space, and its stored trace (if any) must be the one that config
-builds. The compiled schedule is always rebuilt from the config, never replayed from the record.
-A record that fails is skipped with a warning naming it; the next best is tried, then the design
-space's default.
+record is trusted: only records of this tensortune version and of the design space the workload
+has now (``space.design_space``; a record names its space, it never carries code) are
+considered, a record's config must be a point of that space, and its stored trace (if any) must
+be the one that config builds. The compiled schedule is always rebuilt from the config, never
+replayed from the record. A record that fails is skipped with a warning naming it; the next
+best is tried, then the design space's default.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
@@ -32,14 +34,20 @@ from ..workload import workload as parse_workload
 SHOWN_KEY_CHARS = 120
 
 
-def compile_tuned(program, db=None, target: Target | None = None) -> Kernel:
+def compile_tuned(
+    program: str | Workload,
+    db: str | os.PathLike[str] | Database | None = None,
+    target: Target | None = None,
+) -> Kernel:
     """Best valid record's schedule, or the design space's default when there is none."""
     wl = program if isinstance(program, Workload) else parse_workload(program)
     target = target or Target.detect()
     return compile_with(wl, tuned_schedule(wl, db, target)[1], target)
 
 
-def tuned_schedule(wl: Workload, db, target: Target) -> tuple[TuningRecord | None, Schedule]:
+def tuned_schedule(
+    wl: Workload, db: str | os.PathLike[str] | Database | None, target: Target
+) -> tuple[TuningRecord | None, Schedule]:
     """The best valid record and the schedule its config builds, or (None, the design space's
     default): what ``compile`` uses, so a caller reporting it names the record really used."""
     ds = design_space(wl, target)
@@ -47,14 +55,15 @@ def tuned_schedule(wl: Workload, db, target: Target) -> tuple[TuningRecord | Non
     if database is None:
         return None, ds.schedule(ds.default)
     try:
-        found = next(valid_records(ds, ranked_records(database, wl.name, str(target))), None)
+        ranked = ranked_records(database, wl.name, str(target), ds.name)
+        found = next(valid_records(ds, ranked), None)
     finally:
         if database is not db:  # a Database the caller passed in stays open for the caller
             database.close()
     return found or (None, ds.schedule(ds.default))
 
 
-def _open_for_reading(db) -> Database | None:
+def _open_for_reading(db: str | os.PathLike[str] | Database | None) -> Database | None:
     """The database opened read-only (compiling never writes or waits for a tuner's lock), or
     None when a path names no file yet: nothing was tuned there."""
     if isinstance(db, Database):
@@ -65,9 +74,12 @@ def _open_for_reading(db) -> Database | None:
     return open_database(location, readonly=True)
 
 
-def ranked_records(database: Database, workload: str, target: str) -> list[TuningRecord]:
-    """Every successful config of this tensortune version, fastest first (see ``top_k``)."""
-    return database.top_k(workload, target, sys.maxsize, version=__version__)
+def ranked_records(
+    database: Database, workload: str, target: str, space: str = ""
+) -> list[TuningRecord]:
+    """Every successful config of this tensortune version in the design space named ``space``
+    ("" for the built-in templates), fastest first (see ``top_k``)."""
+    return database.top_k(workload, target, sys.maxsize, version=__version__, space=space)
 
 
 def valid_records(

@@ -55,6 +55,7 @@ def test_version_1_file_is_migrated_in_place(db_path: Path, make_record: MakeRec
         db.commit_record(make_record())
     con = sqlite3.connect(db_path)
     with con:  # what a version-1 file looked like
+        con.execute("ALTER TABLE records DROP COLUMN space")
         con.execute("ALTER TABLE records DROP COLUMN ratio")
         con.execute("ALTER TABLE records DROP COLUMN reference_seconds")
         con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -70,3 +71,25 @@ def test_version_1_file_is_migrated_in_place(db_path: Path, make_record: MakeRec
     finally:
         con.close()
     assert version == (str(SCHEMA_VERSION),)
+
+
+def test_version_2_records_are_of_the_built_in_space(
+    db_path: Path, make_record: MakeRecord
+) -> None:
+    with SQLDatabase(db_path) as db:
+        db.commit_record(make_record())
+    con = sqlite3.connect(db_path)
+    with con:  # what a version-2 file looked like: no space column
+        con.execute("ALTER TABLE records DROP COLUMN space")
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    with SQLDatabase(db_path) as db:
+        db.commit_record(make_record(config={"c": 2}, space="mine", seconds=1e-4))
+        (old,) = db.records(space="")
+        assert old.space == "" and old == make_record()
+        assert [r.config for r in db.records(space="mine")] == [{"c": 2}]
+        wl, target = old.workload, old.target
+        assert db.best(wl, target).config == {"c": 2}  # type: ignore[union-attr]
+        assert db.best(wl, target, space="").config == old.config  # type: ignore[union-attr]
+        assert db.measured_keys(wl, target, space="mine") == {'{"c":2}'}
+        assert not db.has(wl, target, '{"c":2}', space="")

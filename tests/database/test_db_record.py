@@ -66,6 +66,16 @@ def test_defaults_stamp_version_and_time() -> None:
     assert rec.trace == [] and rec.spread == [] and rec.machine == {}
 
 
+def test_space_is_serialised_only_when_set(make_record: MakeRecord) -> None:
+    """A record of a built-in space serialises (and hashes, for import dedupe) as before."""
+    built_in = make_record()
+    assert "space" not in built_in.to_dict() and built_in.space == ""
+    mine = make_record(space="my-gemm")
+    assert json.loads(mine.to_json())["space"] == "my-gemm"
+    assert TuningRecord.from_json(mine.to_json()) == mine
+    assert TuningRecord.from_json(built_in.to_json()) == built_in
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -81,6 +91,8 @@ def test_defaults_stamp_version_and_time() -> None:
         {"spread": ["fast"]},
         {"trace": {"not": "a list"}},
         {"machine": "box"},
+        {"space": "line\nbreak"},
+        {"space": 3},
     ],
 )
 def test_invalid_records_rejected(overrides: dict) -> None:

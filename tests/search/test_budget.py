@@ -1,4 +1,4 @@
-"""Budget: the stop reasons a tuner reports."""
+"""Budget: the stop reasons a tuner reports (the tuning loop stops on them)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,18 @@ def test_optional_limits_are_off_by_default() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"max_trials": 0}, {"max_trials": 1, "max_seconds": 0}, {"max_trials": 1, "early_stop": 0}],
+    [
+        {"max_trials": -1},
+        {"max_trials": 2.5},
+        {"max_trials": 1, "max_seconds": 0},
+        {"max_trials": 1, "early_stop": 0},
+    ],
 )
 def test_rejects_nonsense(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         Budget(**kwargs)
+
+
+def test_zero_trials_is_a_budget_already_spent() -> None:
+    reason = Budget(0).exhausted(0, 0.0, 0)
+    assert reason is not None and "trial budget" in reason

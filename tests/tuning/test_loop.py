@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import tensortune as tt
+import tensortune.tuning.candidates as candidates
 import tensortune.tuning.loop as tuner
 from tensortune.database import open_database
 from tensortune.errors import SpecError, StrategyError, TensorTuneError
@@ -89,7 +90,7 @@ EXPECTED_ERROR = {
 @pytest.fixture
 def hostile_space(monkeypatch):
     """Make the tuner see a one-knob space whose bad choices compile to hand-written C."""
-    real_design_space, real_build_source = tuner.design_space, tuner.build_source
+    real_design_space, real_build_source = tuner.design_space, candidates.build_source
     kind_of: dict[int, str] = {}
     alive: list = []  # keeps schedules alive so their id() stays unique
 
@@ -115,7 +116,7 @@ def hostile_space(monkeypatch):
         return source, func
 
     monkeypatch.setattr(tuner, "design_space", fake_design_space)
-    monkeypatch.setattr(tuner, "build_source", fake_build_source)
+    monkeypatch.setattr(candidates, "build_source", fake_build_source)
 
 
 def test_hostile_candidates_are_recorded_by_kind(hostile_space, tmp_path):
@@ -239,6 +240,14 @@ def test_sigkill_keeps_committed_records_and_rerun_resumes(tmp_path):
         ({"workload": "matmul:M=8,N=16"}, SpecError, "missing K"),
         ({"workload": "nonsense"}, SpecError, "unknown op"),
         ({"workload": SPEC, "timeout": 0}, TensorTuneError, "timeout must be positive"),
+        ({"workload": SPEC, "max_seconds": 0}, TensorTuneError, "max_seconds must be > 0"),
+        ({"workload": SPEC, "early_stop": 0}, TensorTuneError, "early_stop must be >= 1"),
+        ({"workload": SPEC, "model": "random"}, StrategyError, "'random' uses no cost model"),
+        (
+            {"workload": SPEC, "strategy": "model", "model": "nope"},
+            StrategyError,
+            "unknown cost model 'nope': choose one of lgbm",
+        ),
     ],
 )
 def test_bad_arguments_raise_clear_errors(tmp_path, kwargs, error, match):
@@ -253,6 +262,7 @@ def test_tune_result_is_json_serialisable(tmp_path):
     result = tt.tune(SPEC, trials=0, strategy="random", db=tmp_path / "t.db")
     data = json.loads(json.dumps(result.to_dict()))
     assert data["trials"] == 0 and data["best_config"] is None and data["errors_by_kind"] == {}
+    assert data["stop_reason"] == "trial budget reached (0/0 trials)"
 
 
 def test_tt_tune_stays_callable_after_the_tuning_modules_are_imported(tmp_path):
@@ -280,3 +290,14 @@ def test_candidates_are_timed_beside_the_default_which_is_always_a_finalist(tmp_
     assert best is not None and best.ratio <= default_ratios[len(default_ratios) // 2]
     assert result.ratio_to_default == best.ratio
     assert result.best_seconds == best.seconds
+
+
+def test_help_documents_every_argument_the_result_and_the_errors() -> None:
+    import inspect
+
+    doc = inspect.getdoc(tt.tune) or ""
+    for name in inspect.signature(tt.tune).parameters:
+        assert f"    {name}: " in doc, f"tune's docstring does not document '{name}'"
+    for field in tt.tuning.TuneResult.__dataclass_fields__:
+        assert f"``{field}``" in doc, f"tune's docstring does not name TuneResult.{field}"
+    assert "Raises:" in doc and "StrategyError" in doc and "SpecError" in doc
