@@ -62,7 +62,8 @@ def main() -> None:
                     res = tt.tune(wl, trials=args.trials, db=db, target=target)
                 print(
                     f"{spec} {condition}: {res.trials} trials in {res.tuning_seconds:.0f} s, "
-                    f"{res.disturbed_rounds} disturbed rounds re-timed, winner "
+                    f"{res.disturbed_rounds} disturbed rounds re-timed, "
+                    f"{res.busy_rounds} busy rounds kept, winner "
                     f"{res.best_config}",
                     flush=True,
                 )

@@ -74,7 +74,8 @@ def main() -> None:
                 f"tuned {spec}: {res.trials} trials in {res.tuning_seconds:.0f} s, "
                 f"tuned/default {res.ratio_to_default or math.nan:.3f} "
                 f"[{interval[0]:.3f}, {interval[1]:.3f}], "
-                f"{res.disturbed_rounds} disturbed rounds re-timed",
+                f"{res.disturbed_rounds} disturbed rounds re-timed, "
+                f"{res.busy_rounds} busy rounds kept",
                 flush=True,
             )
     command = [sys.executable, __file__, "--retime", *sys.argv[1:]]

@@ -111,7 +111,14 @@ def print_tune_summary(out: Any, result: Any, location: str, strategy: str) -> N
             f"  vs default: {result.ratio_to_default:.3f} of the template default's time, "
             f"timed side by side{within}"
         )
-    out.print(f"  host:      {result.disturbed_rounds} disturbed timing round(s) re-timed")
+    out.print(
+        f"  host:      {result.disturbed_rounds} disturbed timing round(s) re-timed"
+        + (
+            f", {result.busy_rounds} kept from the fastest calls (the host stayed busy)"
+            if result.busy_rounds
+            else ""
+        )
+    )
     if result.errors:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.errors_by_kind.items()))
         out.print(f"  failures:  {result.errors}" + (f" ({kinds})" if kinds else ""))

@@ -116,8 +116,9 @@ def tune(
         ``best_seconds``, ``gflops``, ``ratio_to_default`` and ``ratio_interval`` of the winner
         (None when nothing ran), ``trials``, ``errors`` and ``errors_by_kind`` (compile, crash,
         timeout, wrong_result, runtime: failures are recorded, not raised), ``tuning_seconds``,
-        ``disturbed_rounds`` (timing rounds re-taken because the host was busy) and
-        ``stop_reason``.
+        ``disturbed_rounds`` (timing rounds re-taken because the host was busy),
+        ``busy_rounds`` (rounds kept from the fastest calls of each block because the host
+        stayed busy) and ``stop_reason``.
 
     Raises:
         SpecError: the spec string does not parse.
@@ -205,6 +206,7 @@ def tune(
         ratio_to_default=best_rec.ratio if best_rec is not None else None,
         ratio_interval=_interval(margin),
         disturbed_rounds=state.disturbed,
+        busy_rounds=state.busy,
         stop_reason=stop,
     )
 

@@ -45,7 +45,9 @@ class TuneResult:
     ratio_interval: tuple[float, float] | None = None
     """Confidence interval of that ratio in the final re-measurement."""
     disturbed_rounds: int = 0
-    """Timing rounds the host disturbed (steal, preemption) and that were timed again."""
+    """Timing rounds the host disturbed (steal, run-queue wait) and that were timed again."""
+    busy_rounds: int = 0
+    """Rounds kept from each block's fastest calls because the host stayed busy."""
     stop_reason: str | None = None
     """Why the search stopped: the trial, time or patience budget, or an exhausted space."""
 

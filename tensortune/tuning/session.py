@@ -49,6 +49,8 @@ class TuneState:
     """The best trial's ratio to the reference (or seconds when timed alone): what ranks."""
     disturbed: int = 0
     """Timing rounds the host disturbed and that were timed again."""
+    busy: int = 0
+    """Rounds kept from each block's fastest calls because the host stayed busy."""
 
 
 def _machine() -> dict[str, Any]:
@@ -89,6 +91,7 @@ class Session:
 
     def commit(self, config: dict, trace: list, res: MeasureResult, confirm: bool = False) -> None:
         self.state.disturbed += res.disturbed
+        self.state.busy += res.filtered
         if confirm:
             self.final[canonical_json(config)] = res
         else:
