@@ -1,10 +1,11 @@
 """Whole-model latency: a ResNet-18-shaped ONNX model compiled by tensortune beside ONNX Runtime.
 
-    python benchmarks/models.py [--threads 2] [--db tuning.db] [--rounds 6]
+    python benchmarks/models.py [--threads 2] [--db tuning.db] [--budget 20m] [--rounds 6]
 
 The model is built with onnx.helper (random weights, batch 1, 224x224; no downloads), compiled
-with ``tensortune.graph.compile_model`` (design-space default schedules, or the database's best
-with ``--db``), checked against ONNX Runtime (max error relative to the output's largest
+with ``tensortune.graph.compile_model`` into one shared library (design-space default schedules,
+or the database's best with ``--db``; ``--budget`` first tunes the model into it with
+``tensortune.tune_model``), checked against ONNX Runtime (max error relative to the output's largest
 magnitude), then both are timed in interleaved blocks (``common.measure``): median per call,
 best block, and the ratio (> 1: we are faster).
 """
@@ -23,7 +24,8 @@ import common
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tensortune.graph import compile_model, extract_tasks, from_onnx
+from tensortune.cli.model_commands import parse_duration
+from tensortune.graph import compile_model, extract_tasks, from_onnx, tune_model
 from tensortune.target import Target
 
 
@@ -102,15 +104,26 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--db", default=None, help="tuning database (default: none, defaults)")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument(
+        "--budget", type=parse_duration, default=None, help="tune first: 90, 20m (needs --db)"
+    )
     args = parser.parse_args()
+    target = Target.detect(num_threads=args.threads)
+    if args.budget and not args.db:
+        parser.error("--budget needs --db (where the tuning records go)")
 
     model = resnet18()
     graph = from_onnx(model)
     tasks = extract_tasks(graph)
     calls = sum(t.weight for t in tasks)
     print(f"resnet18: {len(graph.nodes)} ONNX nodes -> {calls} kernel calls, {len(tasks)} tasks")
+    if args.budget:
+        result = tune_model(graph, budget=args.budget, db=args.db, target=target)
+        print(
+            f"tuned {result.trials} trials in {result.seconds:.0f} s (budget {args.budget:.0f} s)"
+        )
     start = time.perf_counter()
-    compiled = compile_model(graph, db=args.db, target=Target.detect(num_threads=args.threads))
+    compiled = compile_model(graph, db=args.db, target=target)
     print(f"compiled in {time.perf_counter() - start:.1f} s")
     mib = 1024 * 1024
     print(

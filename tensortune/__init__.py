@@ -32,7 +32,7 @@ from .errors import (
     StrategyError,
     TensorTuneError,
 )
-from .graph import CompiledModel, ModelError, compile_model, from_onnx
+from .graph import CompiledModel, ModelError, compile_model, from_onnx, tune_model
 from .pipeline import compile as compile_with
 from .schedule import Schedule
 from .target import Target
@@ -127,5 +127,6 @@ __all__ = [
     "from_onnx",
     "te",
     "tune",
+    "tune_model",
     "workload",
 ]

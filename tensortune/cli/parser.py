@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``tensortune`` parser; each subcommand sets ``run`` to its command function."""
     from ..search.registry import STRATEGIES
     from .commands import cmd_best, cmd_compile, cmd_history, cmd_report, cmd_tune
+    from .model_commands import add_model_commands
 
     parser = _Parser(
         prog="tensortune",
@@ -253,4 +254,5 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _threads_option(p, "threads the kernel runs on")
     p.set_defaults(run=cmd_compile)
+    add_model_commands(sub, _command, _db_option, _threads_option)
     return parser

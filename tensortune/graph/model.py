@@ -1,26 +1,30 @@
 """A compiled model: every fused group built once as a tensortune kernel (with the tuning
-database's best schedule when one is given), run in order on one arena planned at compile time.
+database's best schedule when one is given), all of them linked into one shared library with a
+generated C entry point that runs them in order on one arena planned at compile time.
 
-A call copies the inputs into their buffers and makes one C call per group through pointer
-arrays prepared at compile time, so Python does no per-call allocation or argument checking.
+A call checks the inputs in Python and makes one C call; ``export(dir)`` writes the library, a
+header and the weights so a C program can run the model with no Python at all.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+import shutil
+import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..build.kernel import Kernel, pointer_array
-from ..errors import TensorTuneError
-from ..pipeline import compile as compile_with
+from ..backend import arg_specs, backend_for
+from ..errors import EnvironmentFailure, TensorTuneError
+from ..schedule import Schedule
 from ..space.registry import design_space
 from ..space.template import generic_space
 from ..target import Target
@@ -29,62 +33,82 @@ from ..workload import Workload
 from .errors import ModelError
 from .fuse import Group
 from .ir import Graph, ValueInfo
+from .library import (
+    STATUS,
+    Call,
+    KernelUnit,
+    Place,
+    aligned,
+    c_name,
+    compile_object,
+    entry_source,
+    header_source,
+    kernel_c_name,
+    link_library,
+    pack_weights,
+)
 from .lower import te_dtype
-from .memory import MemoryPlan, arena, place, plan_memory
+from .memory import MemoryPlan, arena, plan_memory
 from .tasks import Lowered, as_kernel_array, lower_graph
 
 BUILD_WORKERS = 4
 """Kernels compiled at once: each is a C compiler process, Python only schedules them."""
-_PACKED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_PTRS = ctypes.POINTER(ctypes.c_void_p)
 
 
-def build_kernel(wl: Workload, db: Any, target: Target) -> Kernel:
-    """The workload's kernel: the database's best schedule (``db`` given) or the design space's
-    default; if that cannot be built, the generic space's default, then the plain loop nest."""
-    attempts = []
-    if db is not None:
-        attempts.append(lambda: tuned_schedule(wl, db, target)[1])
-    else:
-        attempts.append(lambda: _default(design_space(wl, target)))
-    attempts += [lambda: _default(generic_space(wl, target)), lambda: None]
+def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
+    """The workload's kernel as C function ``name`` compiled to an object: the database's best
+    schedule (``db`` given) or the design space's default; if that cannot be built, the generic
+    space's default, then the plain loop nest."""
+
+    def tuned() -> tuple[Schedule, bool]:
+        record, schedule = tuned_schedule(wl, db, target)
+        return schedule, record is not None
+
+    def default(space) -> tuple[Schedule, bool]:
+        return space.schedule(space.default), False
+
+    attempts = [tuned] if db is not None else [lambda: default(design_space(wl, target))]
+    attempts += [lambda: default(generic_space(wl, target)), lambda: (Schedule(wl.outputs), False)]
+    backend = backend_for(target)
     failure: Exception | None = None
-    for schedule in attempts:
+    for attempt in attempts:
         try:
-            kernel = compile_with(wl, schedule(), target)
+            schedule, from_db = attempt()
+            source, func = backend.generate(schedule, name)
+            flags = tuple(backend.flags(schedule))
+            obj = compile_object(source, flags, target)
+        except EnvironmentFailure:
+            raise
         except TensorTuneError as exc:
             failure = exc
             continue
         if failure is not None:
             warnings.warn(f"{wl.name}: fell back to a simpler schedule ({failure})", stacklevel=3)
-        return kernel
+        return KernelUnit(name, source, arg_specs(func), flags, obj, from_db)
     raise ModelError(f"cannot build the kernel of {wl.name}: {failure}")
-
-
-def _default(ds):
-    return ds.schedule(ds.default)
-
-
-@dataclass(frozen=True)
-class _Step:
-    name: str
-    call: Any  # the kernel's packed entry point
-    pointers: Any  # void*[] of its arguments, built once
-    kernel: Kernel
-    arrays: tuple[np.ndarray, ...]  # the views the pointers point into, kept alive
 
 
 class CompiledModel:
     """``model(x)`` for a single-input model (or ``model(x, y, ...)`` in input order) returns
     the output array (a tuple for several); ``model.run({name: array})`` returns a dict."""
 
-    def __init__(
-        self, graph: Graph, steps: list[_Step], buffers: dict[str, np.ndarray], memory: MemoryPlan
-    ):
+    def __init__(self, graph: Graph, name: str, calls: list[Call], memory: MemoryPlan, **built):
         self.graph = graph
+        self.name = name  # the C prefix of the library's symbols
         self.memory = memory  # arena bytes (memory.size) against no reuse (memory.unplanned)
-        self.steps = steps
-        self.kernels = {s.name: s.kernel for s in steps}
-        self._buffers = buffers
+        self.steps = calls
+        self.kernels = {c.unit.name: c.unit for c in calls}
+        self.places: dict[str, Place] = built["places"]
+        self.library: Path = built["library"]
+        self.entry: str = built["entry"]  # the generated C entry point
+        self._weights: np.ndarray = built["weights"]
+        self.arena = arena(built["arena_bytes"])
+        self._lib = ctypes.CDLL(str(self.library))
+        self._run = getattr(self._lib, f"{name}_run_with")
+        self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _PTRS, _PTRS]
+        self._run.restype = ctypes.c_int
+        self._lock = threading.Lock()  # one arena: calls from several threads take turns
 
     @property
     def inputs(self) -> tuple[ValueInfo, ...]:
@@ -95,7 +119,7 @@ class CompiledModel:
         return self.graph.outputs
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run once; every output by name (fresh arrays, not the model's buffers)."""
+        """Run once; every output by name (fresh arrays)."""
         expected = {v.name for v in self.inputs}
         extra = sorted(set(feeds) - expected)
         missing = sorted(expected - set(feeds))
@@ -103,16 +127,19 @@ class CompiledModel:
             raise ModelError(
                 f"model inputs are {sorted(expected)}; missing {missing}, unknown {extra}"
             )
-        for info in self.inputs:
-            self._feed(info, feeds[info.name])
-        for step in self.steps:
-            status = step.call(step.pointers)
-            if status != 0:
-                raise ModelError(f"kernel of {step.name} returned error status {status}")
-        return {
-            v.name: self._buffers[v.name].reshape(v.shape).astype(v.dtype, copy=True)
-            for v in self.outputs
-        }
+        ins = [self._checked(info, feeds[info.name]) for info in self.inputs]
+        outs = [np.empty(v.shape, v.dtype) for v in self.outputs]
+        in_ptrs = (ctypes.c_void_p * max(1, len(ins)))(*(a.ctypes.data for a in ins))
+        out_ptrs = (ctypes.c_void_p * max(1, len(outs)))(*(a.ctypes.data for a in outs))
+        with self._lock:
+            status = self._run(self._weights.ctypes.data, self.arena.ctypes.data, in_ptrs, out_ptrs)
+        if status == 2:
+            raise ModelError("an int64 input holds values beyond int32 (kernels index in int32)")
+        if status != 0:
+            raise ModelError(
+                f"the model returned status {status}: {STATUS.get(status, 'a kernel failed')}"
+            )
+        return {v.name: a for v, a in zip(self.outputs, outs, strict=True)}
 
     def __call__(self, *arrays: Any) -> Any:
         """Arrays in input order -> the output (a tuple for several); one mapping of input
@@ -128,18 +155,34 @@ class CompiledModel:
         values = tuple(out[v.name] for v in self.outputs)
         return values[0] if len(values) == 1 else values
 
-    def _feed(self, info: ValueInfo, array: Any) -> None:
+    @staticmethod
+    def _checked(info: ValueInfo, array: Any) -> np.ndarray:
         array = np.asarray(array)
         if array.shape != info.shape or array.dtype != np.dtype(info.dtype):
             raise ModelError(
                 f"input '{info.name}' must be {info.shape} {info.dtype}, "
                 f"got {array.shape} {array.dtype}"
             )
-        buffer = self._buffers[info.name]
-        wide = buffer.dtype != array.dtype and array.size
-        if wide and (array.min() < -(2**31) or array.max() >= 2**31):
-            raise ModelError(f"input '{info.name}' holds values beyond int32")
-        np.copyto(buffer, array, casting="unsafe")
+        return np.ascontiguousarray(array)
+
+    def export(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
+        """Write ``lib<name>.so``, ``<name>.h``, ``<name>.weights`` and the entry point's C
+        source ``<name>.c`` into ``directory``: everything a C program needs to run the model."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {
+            "library": out / f"lib{self.name}.so",
+            "header": out / f"{self.name}.h",
+            "weights": out / f"{self.name}.weights",
+            "source": out / f"{self.name}.c",
+        }
+        shutil.copyfile(self.library, files["library"])
+        files["library"].chmod(0o755)
+        header = header_source(self.name, self.graph, self.arena.size, self._weights.size)
+        files["header"].write_text(header)
+        files["weights"].write_bytes(self._weights.tobytes())
+        files["source"].write_text(self.entry)
+        return files
 
     def benchmark(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> float:
         """Median seconds of ``repeat`` runs after one warm-up."""
@@ -161,14 +204,17 @@ def compile_model(
     db: Any = None,
     target: Target | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
+    name: str | None = None,
 ) -> CompiledModel:
-    """Compile a model (a Graph, an ONNX path or ModelProto) into a callable CompiledModel.
+    """Compile a model (a Graph, an ONNX path or ModelProto) into a callable CompiledModel
+    backed by one shared library.
 
     Args:
         db: a tuning database (path, URL or Database) to take each kernel's best schedule
             from; None: each kernel's design-space default schedule, no database read.
         target: the CPU to compile for (default: this machine).
         shapes: concrete input shapes for an ONNX model with symbolic dimensions.
+        name: the C prefix of the library's symbols (default: the graph's name).
     """
     if not isinstance(graph, Graph):
         from .onnx_import import from_onnx
@@ -176,45 +222,89 @@ def compile_model(
         graph = from_onnx(graph, shapes=shapes)
     target = target or Target.detect()
     graph, plan = lower_graph(graph)
-    unique = {s.key: s.workload for s in plan if isinstance(s, Lowered)}
+    prefix = c_name(name or graph.name)
+    lowered = [s for s in plan if isinstance(s, Lowered)]
+    unique = {s.key: s for s in lowered}
+    names = {
+        key: kernel_c_name(prefix, k, [n.op for n in s.group.nodes])
+        for k, (key, s) in enumerate(unique.items())
+    }
     workers = max(1, min(BUILD_WORKERS, os.cpu_count() or 1, len(unique)))
     with ThreadPoolExecutor(max_workers=workers) as pool:  # C compilers run in subprocesses
-        built = pool.map(lambda wl: build_kernel(wl, db, target), unique.values())
-        kernels: dict[str, Kernel] = dict(zip(unique, built, strict=True))
+        built = pool.map(lambda k: build_unit(unique[k].workload, db, target, names[k]), unique)
+        units: dict[str, KernelUnit] = dict(zip(unique, built, strict=True))
     memory = plan_memory(graph, plan)
-    space = arena(memory.size)
-    buffers: dict[str, np.ndarray] = {}
-    for name, array in graph.initializers.items():
-        buffers[name] = as_kernel_array(array)
+    places, weights, calls = _layout(graph, plan, units, memory)
+    staging, end = {}, aligned(memory.size)
     for info in graph.inputs:
-        buffers[info.name] = np.empty(info.shape, te_dtype(info.dtype))
-    steps: list[_Step] = []
+        if info.name in places and te_dtype(info.dtype) != info.dtype:
+            staging[info.name] = end
+            end += aligned(info.size * 4)
+    offsets, blob = pack_weights(weights)
+    for value, offset in offsets.items():
+        places[value] = Place("weights", offset, places[value].dtype)
+    entry = entry_source(prefix, graph, places, calls, staging, end, len(blob))
+    library = link_library(entry, [u.obj for u in units.values()], target)
+    buffer = arena(len(blob))
+    buffer[:] = np.frombuffer(blob, np.uint8)
+    return CompiledModel(
+        graph,
+        prefix,
+        calls,
+        memory,
+        places=places,
+        library=library,
+        entry=entry,
+        weights=buffer,
+        arena_bytes=end,
+    )
+
+
+def _layout(graph: Graph, plan: list, units: dict[str, KernelUnit], memory: MemoryPlan):
+    """Where each value lives, the weights the kernels read (in first-use order) and the
+    kernel calls in order."""
+    places: dict[str, Place] = {
+        v.name: Place("input", k, te_dtype(v.dtype)) for k, v in enumerate(graph.inputs)
+    }
+    weights: dict[str, np.ndarray] = {}
+
+    def place_of(value: str) -> Place:
+        if value not in places and value in graph.initializers:
+            weights[value] = as_kernel_array(graph.initializers[value])
+            places[value] = Place("weights", -1, weights[value].dtype.name)  # offset: packed
+        if value not in places:
+            raise ModelError(f"internal: value '{value}' is computed by no earlier step")
+        return places[value]
+
+    calls: list[Call] = []
     for step in plan:
         if isinstance(step, Group):  # a view: the output is the input, reshaped
-            buffers[step.output] = buffers[step.anchor.inputs[0]].reshape(
-                graph.values[step.output].shape
-            )
+            places[step.output] = place_of(step.anchor.inputs[0])
             continue
-        kernel = kernels[step.key]
-        out = graph.values[step.group.output]
-        buffers[out.name] = place(space, memory.offsets[out.name], out.shape, te_dtype(out.dtype))
-        args = [
-            buffers[b.value].reshape(b.shape)
-            for b in (step.bindings[a.name] for a in kernel.inputs)
-        ]
-        args.append(buffers[out.name].reshape(kernel.outputs[0].shape))
-        for spec, array in zip(kernel.args, args, strict=True):
-            if array.shape != spec.shape or array.dtype != np.dtype(spec.dtype):
+        unit = units[step.key]
+        values = []
+        for spec in unit.inputs:
+            binding = step.bindings[spec.name]
+            have = place_of(binding.value)
+            size = graph.values[binding.value].size
+            if have.dtype != spec.dtype or size != math.prod(spec.shape):
                 raise ModelError(
-                    f"internal: {step.workload.name} argument {spec.name} is "
-                    f"{array.shape} {array.dtype}, the kernel wants {spec.describe()}"
+                    f"internal: {step.workload.name} argument {spec.name} is {binding.value} "
+                    f"({size} x {have.dtype}), the kernel wants {spec.describe()}"
                 )
-        call = _PACKED(kernel.packed_address)
-        steps.append(_Step(step.workload.name, call, pointer_array(args), kernel, tuple(args)))
+            values.append(binding.value)
+        out = graph.values[step.group.output]
+        places[out.name] = Place("arena", memory.offsets[out.name], te_dtype(out.dtype))
+        ops = "+".join(n.op for n in step.group.nodes)
+        shape = "x".join(map(str, out.shape))
+        note = f"{ops} '{step.group.anchor.name}' -> {out.name!r} {out.dtype}[{shape}]"
+        calls.append(Call(unit, (*values, out.name), note))
     for v in graph.outputs:
-        if v.name not in buffers:
-            raise ModelError(f"output '{v.name}' is computed by no step")
-    return CompiledModel(graph, steps, buffers, memory)
+        try:
+            place_of(v.name)
+        except ModelError:
+            raise ModelError(f"output '{v.name}' is computed by no step") from None
+    return places, weights, calls
 
 
-__all__ = ["CompiledModel", "build_kernel", "compile_model"]
+__all__ = ["CompiledModel", "build_unit", "compile_model"]

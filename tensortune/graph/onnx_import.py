@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import MissingDependency
 from .errors import ModelError
 from .ir import Graph, Node, ValueInfo
+from .rnn import LSTM_ATTRIBUTES, unroll_rnns
 
 MIN_OPSET, MAX_OPSET = 13, 21
 _POOL = {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"}
@@ -48,6 +49,7 @@ ATTRIBUTES: dict[str, set[str]] = {
     "Gather": {"axis"},
     "Shape": {"start", "end"},
     "ConstantOfShape": {"value"},
+    "LSTM": LSTM_ATTRIBUTES,
 }
 SUPPORTED = frozenset(ATTRIBUTES) | {"Constant"}
 """Every ONNX operator (default domain) ``from_onnx`` accepts."""
@@ -132,7 +134,7 @@ def from_onnx(
         tuple(windows_as_2d(nodes, initializers, {v.name: len(v.shape) for v in inputs})),
         {},
     )
-    return infer_shapes(raw)
+    return infer_shapes(unroll_rnns(raw) if any(n.op == "LSTM" for n in nodes) else raw)
 
 
 def _unsupported(what: str, op: str, name: str) -> ModelError:

@@ -34,7 +34,7 @@ def _check(model, target, seed=0):
 def test_resnet_block(target):
     compiled = _check(builders.resnet_block(), target)
     assert len(compiled.steps) == 2  # conv+bn+relu, conv+bn+add+relu
-    epilogue = compiled.steps[1].kernel.source
+    epilogue = compiled.steps[1].unit.source
     assert "fmax" in epilogue or "max" in epilogue  # the ReLU is in the conv kernel's C
 
 
@@ -130,7 +130,17 @@ def test_memory_plan_reuses_the_arena(target):
     compiled = _check(builders.encoder_layer(), target)
     plan = compiled.memory
     assert 0 < plan.size < plan.unplanned
-    for step in compiled.steps:
-        out, inputs = step.arrays[-1], step.arrays[:-1]
-        assert not any(np.may_share_memory(out, a) for a in inputs)
-    assert all(a.ctypes.data % 64 == 0 for step in compiled.steps for a in step.arrays[-1:])
+
+    def span(value):
+        place = compiled.places[value]
+        info = compiled.graph.values[value]
+        return place.offset, place.offset + info.size * 4
+
+    for call in compiled.steps:
+        *inputs, out = call.values
+        lo, hi = span(out)
+        assert compiled.places[out].region == "arena" and lo % 64 == 0
+        for value in inputs:
+            if compiled.places[value].region == "arena":
+                a, b = span(value)
+                assert b <= lo or hi <= a, f"{out} overlaps {value}"

@@ -1,0 +1,69 @@
+"""tune_model: a tiny model tuned within a tiny budget; the records land in the database, a
+rerun resumes, and compile_model(db=) builds the tuned kernels and still matches ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the graph tests need the optional onnx package")
+pytest.importorskip("onnxruntime", reason="the graph tests compare against onnxruntime")
+
+from tensortune.database import open_database  # noqa: E402
+from tensortune.graph import compile_model, extract_tasks, from_onnx, tune_model  # noqa: E402
+from tensortune.graph.tune import shares  # noqa: E402
+from tensortune.space.registry import design_space  # noqa: E402
+from tensortune.tuning.apply import tuned_schedule  # noqa: E402
+
+from . import builders  # noqa: E402
+
+
+def test_shares_follow_flops_and_shrink_with_prior_trials():
+    tasks = extract_tasks(from_onnx(builders.resnet_block()))
+    fresh = shares(tasks, [0] * len(tasks))
+    assert sum(fresh) == pytest.approx(1.0)
+    resumed = shares(tasks, [320] + [0] * (len(tasks) - 1))
+    assert resumed[0] < fresh[0]  # well tuned already: a smaller share
+    # measured latencies replace FLOP estimates: a task slower than its FLOPs say gets more
+    rate = 1e9
+    latency = [t.flops / rate for t in tasks]
+    slow = shares(tasks, [0] * len(tasks), [latency[0] * 10, *latency[1:]])
+    assert slow[0] > fresh[0]
+    assert shares(tasks, [0] * len(tasks), latency) == pytest.approx(fresh)
+
+
+def test_tune_model_records_and_compile_uses_them(target, tmp_path, capsys):
+    model = builders.classifier_head()
+    db = tmp_path / "tuning.db"
+    result = tune_model(model, budget=8, db=db, target=target)
+    assert [r.result is not None for r in result.tasks] == [True, False]  # the Gemm, by FLOPs
+    tuned = result.tasks[0]
+    assert tuned.result.trials > 0
+    out = capsys.readouterr().out
+    assert "task 1/2 Gemm 1x10" in out and "new trials" in out and "task 2/2" in out
+
+    database = open_database(db)
+    try:
+        records = database.records(tuned.task.workload.name, str(target))
+    finally:
+        database.close()
+    assert len(records) >= tuned.result.trials
+
+    compiled = compile_model(model, db=db, target=target)
+    default = compile_model(model, target=target)
+    units = {u.name: u for u in compiled.kernels.values()}
+    plain = {u.name: u for u in default.kernels.values()}
+    assert [u.tuned for u in units.values()] == [False, True]  # GlobalAveragePool, Gemm
+    record, _ = tuned_schedule(tuned.task.workload, db, target)
+    default_config = design_space(tuned.task.workload, target).default
+    gemm = next(u for u in units.values() if u.tuned)
+    if record.config != default_config:  # a busy host can leave the default the fastest
+        assert gemm.source != plain[gemm.name].source
+    x = np.random.default_rng(0).standard_normal((1, 16, 4, 4)).astype(np.float32)
+    want = builders.run_ort(model, {"x": x})[0]
+    got = compiled(x)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-4
+
+    again = tune_model(model, budget=1, db=db, target=target, verbose=False)
+    assert again.tasks[0].prior_trials >= tuned.result.trials  # resumed from the database
+    assert all(r.result is None for r in again.tasks)  # 1 s: nothing worth starting
