@@ -151,24 +151,24 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     return e
 
 
-def _fold_binary(op: str, a, b, dtype: str) -> Expr | None:
+def _fold_binary(op: str, a: float, b: float, dtype: str) -> Expr | None:
     if dtype == "int32":
-        a, b = int(a), int(b)
-        if op in ("floordiv", "mod") and b == 0:
+        i, j = int(a), int(b)
+        if op in ("floordiv", "mod") and j == 0:
             return None
-        table = {
-            "add": a + b,
-            "sub": a - b,
-            "mul": a * b,
-            "floordiv": a // b if b else 0,
-            "mod": a % b if b else 0,
-            "max": max(a, b),
-            "min": min(a, b),
+        ints = {
+            "add": i + j,
+            "sub": i - j,
+            "mul": i * j,
+            "floordiv": i // j if j else 0,
+            "mod": i % j if j else 0,
+            "max": max(i, j),
+            "min": min(i, j),
         }
-        return Const(table[op]) if op in table else None
+        return Const(ints[op]) if op in ints else None
     if dtype in ("float32", "float64") and op in ("add", "sub", "mul", "max", "min"):
-        table = {"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b), "min": min(a, b)}
-        return const(table[op], dtype)
+        floats = {"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b), "min": min(a, b)}
+        return const(floats[op], dtype)
     return None
 
 

@@ -16,10 +16,8 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
             return stmts
         case For(body=body) | Allocate(body=body):
             return (body,)
-        case IfThen(body=body, orelse=None):
-            return (body,)
         case IfThen(body=body, orelse=orelse):
-            return (body, orelse)
+            return (body,) if orelse is None else (body, orelse)
     return ()
 
 

@@ -58,10 +58,11 @@ def region_of_reads(
     context: Ranges,
 ) -> Region:
     """The box covering every read, each dimension clamped to the whole tensor when unknown."""
-    out = []
+    out: list[tuple[Expr, int]] = []
     for dim, full in enumerate(shape):
         per_read = [read_range(idx[dim], varying, context) for idx in reads]
-        box = None if any(r is None for r in per_read) else union(per_read, context)
+        known = [r for r in per_read if r is not None]
+        box = union(known, context) if len(known) == len(per_read) else None
         if box is None or box[1] >= full:
             out.append((Const(0), full))
         else:

@@ -58,9 +58,9 @@ class Facts:
             case Call("not", (x,)):
                 return self.assume(x, not value)
         intervals = dict(self.intervals)
-        b = _bound(cond)
-        if b is not None:
-            key, lo, hi = b
+        bound = _bound(cond)
+        if bound is not None:
+            key, lo, hi = bound
             if not value:  # the complement of a half-line is the other half-line
                 lo, hi = (hi + 1, math.inf) if lo == -math.inf else (-math.inf, lo - 1)
             klo, khi = intervals.get(key, (-math.inf, math.inf))
@@ -83,11 +83,11 @@ class Facts:
         for value in (True, False):
             if (cond, value) in self.exact:
                 return value
-        b = _bound(cond)
-        if b is None or b[0] not in self.intervals:
+        bound = _bound(cond)
+        if bound is None or bound[0] not in self.intervals:
             return None
-        _, lo, hi = b
-        klo, khi = self.intervals[b[0]]
+        key, lo, hi = bound
+        klo, khi = self.intervals[key]
         if klo > khi:
             return None  # contradictory facts: unreachable code, leave it alone
         if lo <= klo and khi <= hi:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..ir.simplify import simplify
+from ..schedule.stage import Loop, Stage
 from ..te.expr import Binary, Compare, Const, Expr, Var, free_vars, substitute
 
 
-def hoistable_guards(st, loops, ext, guards, first_reduce) -> dict[int, Expr]:
+def hoistable_guards(
+    st: Stage,
+    loops: list[Loop],
+    ext: dict[str, int],
+    guards: list[Expr],
+    first_reduce: int | None,
+) -> dict[int, Expr]:
     """Guards inside the reduction that only unrolled or vector loops below it vary, each as
     the condition that it holds for every iteration of those loops: ``{id(guard): that}``.
 
@@ -22,7 +31,7 @@ def hoistable_guards(st, loops, ext, guards, first_reduce) -> dict[int, Expr]:
         if lp.kind == "spatial" and st.annotations.get(lp.name) in ("unrolled", "vectorized")
     }
     varying_inside = {lp.var for lp in loops[first_reduce:]} - inner.keys()
-    out = {}
+    out: dict[int, Expr] = {}
     for g in guards:
         used = free_vars(g)
         if (
@@ -37,7 +46,7 @@ def hoistable_guards(st, loops, ext, guards, first_reduce) -> dict[int, Expr]:
     return out
 
 
-def grows_with(e: Expr, vs) -> bool:
+def grows_with(e: Expr, vs: Collection[Var]) -> bool:
     """Whether ``e`` never decreases as any of the variables ``vs`` grows."""
     if not free_vars(e) & set(vs):
         return True

@@ -36,6 +36,9 @@ from ..te.tensor import Tensor, sanitize
 from .bounds import may_be_negative, region_of_reads
 from .hoist import hoistable_guards as _hoistable
 
+# per loop name: the stages computed at that loop, each with the buffer it fills
+_Producers = dict[str, list[tuple[Buffer, Stmt]]]
+
 _KIND = {None: "serial", "parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 
 
@@ -59,7 +62,9 @@ class _Geometry:
     ranges: dict[Var, int]
 
     @classmethod
-    def of(cls, st: Stage, region: dict[str, tuple[Expr, int]], context: dict[Var, int]):
+    def of(
+        cls, st: Stage, region: dict[str, tuple[Expr, int]], context: dict[Var, int]
+    ) -> _Geometry:
         ext = st.extents({name: region[name][1] for name in st.root_extents})
         values = _loop_values(st, ext)
         index = {name: _plus(region[name][0], values[name]) for name in st.root_extents}
@@ -184,7 +189,16 @@ class _Lowering:
             main, init = Store(buf, store_idx, value), None
         return self.nest(st, loops, g.ext, main, init, guards, producers)
 
-    def nest(self, st, loops, ext, main, init, guards, producers) -> Stmt:
+    def nest(
+        self,
+        st: Stage,
+        loops: list[Loop],
+        ext: dict[str, int],
+        main: Stmt,
+        init: Stmt | None,
+        guards: list[Expr],
+        producers: _Producers,
+    ) -> Stmt:
         depth = {id(g): _depth(g, loops) for g in guards}
         first_reduce = next((d for d, lp in enumerate(loops) if lp.kind == "reduce"), None)
         hoisted = _hoistable(st, loops, ext, guards, first_reduce)
@@ -194,7 +208,7 @@ class _Lowering:
         for d in range(len(loops) - 1, -1, -1):
             at = (st, loops, ext, d, first_reduce, init, depth, producers)
             body = self.level(body, guards, *at)
-            if hoisted and d >= first_reduce:
+            if hoisted and first_reduce is not None and d >= first_reduce:
                 fast_body = self.level(fast_body, fast, *at)
             if hoisted and d == first_reduce:  # unswitch: the tiles away from the edge skip guards
                 cond = _conjunction(list(hoisted.values()))
@@ -204,7 +218,19 @@ class _Lowering:
             body = seq([init, body])
         return body
 
-    def level(self, body, guards, st, loops, ext, d, first_reduce, init, depth, producers) -> Stmt:
+    def level(
+        self,
+        body: Stmt,
+        guards: list[Expr],
+        st: Stage,
+        loops: list[Loop],
+        ext: dict[str, int],
+        d: int,
+        first_reduce: int | None,
+        init: Stmt | None,
+        depth: dict[int, int],
+        producers: _Producers,
+    ) -> Stmt:
         """Loop ``d`` of the nest around ``body``: its guards, attached producers, reset."""
         body = _wrap_guards(body, [g for g in guards if depth[id(g)] == d])
         for alloc_buf, stmt in reversed(producers.get(loops[d].name, [])):
@@ -221,7 +247,9 @@ class _Lowering:
             body = seq([self.init_nest(st, loops[d:], ext, init, guards), body])
         return body
 
-    def init_nest(self, st, loops, ext, init, guards) -> Stmt:
+    def init_nest(
+        self, st: Stage, loops: list[Loop], ext: dict[str, int], init: Stmt, guards: list[Expr]
+    ) -> Stmt:
         """Reset the accumulator just outside the outermost reduce loop (inner spatial loops)."""
         spatial = [lp for lp in loops if lp.kind == "spatial"]
         inner_vars = {lp.var for lp in loops}
@@ -240,9 +268,9 @@ class _Lowering:
             )
         return _wrap_guards(body, [g for g in mine if depth[id(g)] < 0])
 
-    def attached_producers(self, st: Stage) -> dict[str, list]:
+    def attached_producers(self, st: Stage) -> _Producers:
         """Stages computed at ``st``'s loops, per loop in dependency order, with their buffers."""
-        out: dict[str, list] = {}
+        out: _Producers = {}
         for prod in self.sch.stages:
             if prod.attach[:2] != ("at", st.name):
                 continue
@@ -303,7 +331,14 @@ def _loop_values(st: Stage, ext: dict[str, int]) -> dict[str, Expr]:
     return values
 
 
-def _guards(st, ext, values, region, full, ranges) -> list[Expr]:
+def _guards(
+    st: Stage,
+    ext: dict[str, int],
+    values: dict[str, Expr],
+    region: dict[str, tuple[Expr, int]],
+    full: dict[str, int],
+    ranges: dict[Var, int],
+) -> list[Expr]:
     """Conditions keeping non-divisible splits and attached regions inside the tensor."""
     out: list[Expr] = []
     for rel in st.relations:
@@ -316,7 +351,7 @@ def _guards(st, ext, values, region, full, ranges) -> list[Expr]:
         out.append(idx < full[name])
         if may_be_negative(idx, ranges):
             out.append(idx >= 0)
-    kept = []
+    kept: list[Expr] = []
     for g in out:
         g = simplify(g, ranges)
         if not (isinstance(g, Const) and g.value):
@@ -338,7 +373,7 @@ def build_nest(sch: Schedule, name: str = "kernel", num_threads: int = 1) -> Pri
         buf = Buffer(t.name, t.shape, t.dtype)
         low.placed[id(t)] = _Placed(buf, tuple(Const(0) for _ in t.shape))
         params.append(buf)
-    outputs = []
+    outputs: list[Buffer] = []
     for st in sch.stages:
         if st.attach == ("root",):
             buf = Buffer(st.name, st.tensor.shape, st.tensor.dtype)

@@ -8,10 +8,12 @@ same way, whatever their kind; a vectorized one leaves a note, since no vector c
 
 from __future__ import annotations
 
+from functools import partial
+
 from ..ir.nodes import Comment, For, IfThen, Stmt, Store, seq
 from ..ir.simplify import Ranges, simplify
 from ..ir.visit import map_exprs, stmt_children, with_stmt_children
-from ..te.expr import Const, substitute
+from ..te.expr import Const, Var, substitute
 
 
 def unroll(s: Stmt, ranges: Ranges | None = None) -> Stmt:
@@ -19,14 +21,14 @@ def unroll(s: Stmt, ranges: Ranges | None = None) -> Stmt:
     return _go(s, dict(ranges or {}))
 
 
-def _go(s: Stmt, ranges: dict) -> Stmt:
+def _go(s: Stmt, ranges: dict[Var, int]) -> Stmt:
     match s:
         case For(var, extent, kind, body) if kind == "unrolled" or extent == 1:
             copies: list[Stmt] = []
             if kind == "vectorized":
                 copies.append(Comment(f"vectorize on loop {var.name} of extent 1: scalar code"))
             for k in range(extent):
-                bound = map_exprs(body, lambda e, k=k: substitute(e, {var: Const(k)}))
+                bound = map_exprs(body, partial(substitute, mapping={var: Const(k)}))
                 copies.append(_go(bound, ranges))
             return seq(copies)
         case For(var, extent, kind, body, comment):

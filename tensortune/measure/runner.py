@@ -29,27 +29,23 @@ kernels for small ops. Deployments that pin a policy should export it before tun
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import signal
 import stat
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from ..build.kernel import ArgSpec
 from ..errors import EnvironmentFailure
 from ..target import Target
+from .process import Worker, WorkerGone
 from .result import MeasureResult
 from .timer import timer_library
 
@@ -58,17 +54,6 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-_STDERR_TAIL = 4000
-# Start the worker under a bare `tensortune` package: the real __init__ imports the whole
-# compiler (and SciPy), doubling the ~0.35 s start-up paid after every failed candidate.
-_BOOTSTRAP = """
-import sys, types
-package = types.ModuleType("tensortune")
-package.__path__ = [sys.argv[1]]
-sys.modules["tensortune"] = package
-from tensortune.measure.worker import main
-main()
-"""
 _Saved = dict[int, tuple[Any, str]]
 
 
@@ -104,88 +89,7 @@ class RunRequest:
     threshold: float = 1.0
 
 
-class _WorkerGone(Exception):
-    """The worker closed its end of the pipe (it crashed or exited)."""
-
-
-class _Worker:
-    """One worker child process (see `worker.py`) in its own process group."""
-
-    def __init__(self, env: dict[str, str], startup_timeout: float):
-        self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (finalizer closes)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP, str(Path(__file__).resolve().parents[1])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            env=env,
-            start_new_session=True,
-        )
-        self._finalizer = weakref.finalize(self, _kill_group, self.proc, self.stderr)
-        self._buffer = b""
-        self.tasks = 0
-        ready = self.receive(startup_timeout)
-        if not ready.get("ready"):
-            raise _WorkerGone(f"unexpected handshake from worker: {ready}")
-
-    def send(self, job: dict[str, Any]) -> None:
-        """Write one job line; BrokenPipeError means the worker was already gone."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def receive(self, timeout: float) -> dict[str, Any]:
-        """Wait for one reply line; raises TimeoutError or _WorkerGone."""
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if ready:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    raise _WorkerGone("worker closed its output")
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
-
-    def stderr_position(self) -> int:
-        return self.stderr.seek(0, os.SEEK_END)
-
-    def stderr_since(self, position: int) -> str:
-        self.stderr.seek(position)
-        lines = self.stderr.read().decode(errors="replace").strip().splitlines()
-        # faulthandler's list of loaded extension modules says nothing about the kernel
-        text = "\n".join(line for line in lines if not line.startswith("Extension modules:"))
-        return text if len(text) <= _STDERR_TAIL else "...\n" + text[-_STDERR_TAIL:]
-
-    def exit_code(self, grace: float = 5.0) -> int:
-        """The worker's return code once it is gone (killed if it lingers)."""
-        try:
-            return self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return self.proc.wait()
-
-    def kill(self) -> None:
-        self._finalizer()
-
-
-def _kill_group(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
-    """Kill the worker's whole process group and reap it."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for stream in (proc.stdin, proc.stdout, stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-
-
+@dataclass(eq=False)
 class Runner:
     """Runs candidates one at a time in a worker process; see the module docstring.
 
@@ -193,34 +97,19 @@ class Runner:
     time). `number=None` calibrates calls per repeat so a repeat lasts `min_repeat_seconds`.
     """
 
-    def __init__(
-        self,
-        timeout: float = 10.0,
-        number: int | None = None,
-        repeat: int = 5,
-        warmup: int = 1,
-        flush_bytes: int = 0,
-        rtol: float = 1e-4,
-        atol: float = 1e-4,
-        min_repeat_seconds: float = 0.05,
-        paired_rounds: tuple[int, int] = (5, 15),
-        target: Target | None = None,
-        startup_timeout: float = 60.0,
-        max_tasks_per_worker: int = 200,
-    ):
-        self.timeout = timeout
-        self.number = number
-        self.repeat = repeat
-        self.warmup = warmup
-        self.flush_bytes = flush_bytes
-        self.rtol = rtol
-        self.atol = atol
-        self.min_repeat_seconds = min_repeat_seconds
-        self.paired_rounds = paired_rounds
-        self.target = target
-        self.startup_timeout = startup_timeout
-        self.max_tasks_per_worker = max_tasks_per_worker
-        self._worker: _Worker | None = None
+    timeout: float = 10.0
+    number: int | None = None
+    repeat: int = 5
+    warmup: int = 1
+    flush_bytes: int = 0
+    rtol: float = 1e-4
+    atol: float = 1e-4
+    min_repeat_seconds: float = 0.05
+    paired_rounds: tuple[int, int] = (5, 15)
+    target: Target | None = None
+    startup_timeout: float = 60.0
+    max_tasks_per_worker: int = 200
+    _worker: Worker | None = field(default=None, init=False, repr=False)
 
     def run(
         self,
@@ -306,7 +195,7 @@ class Runner:
         for _ in range(2):  # a worker that died while idle gets replaced once
             try:
                 worker = self._ready_worker(target)
-            except (TimeoutError, _WorkerGone, OSError, ValueError) as exc:
+            except (TimeoutError, WorkerGone, OSError, ValueError) as exc:
                 self.close()
                 raise EnvironmentFailure(f"cannot start the measurement worker: {exc!r}") from exc
             position = worker.stderr_position()
@@ -325,16 +214,16 @@ class Runner:
                     "error_msg": f"kernel {name!r} did not finish within {self.timeout:g} s; "
                     "worker killed",
                 }
-            except _WorkerGone:
+            except WorkerGone:
                 reply = _death_report(worker, position, name)
             return {**reply, "run_seconds": time.perf_counter() - started}
         raise EnvironmentFailure("the measurement worker keeps dying before it gets a candidate")
 
-    def _ready_worker(self, target: Target) -> _Worker:
+    def _ready_worker(self, target: Target) -> Worker:
         if self._worker is not None and self._worker.tasks >= self.max_tasks_per_worker:
             self.close()
         if self._worker is None:
-            self._worker = _Worker(_worker_env(target), self.startup_timeout)
+            self._worker = Worker(_worker_env(target), self.startup_timeout)
         self._worker.tasks += 1
         return self._worker
 
@@ -382,7 +271,7 @@ class Runner:
         }
 
 
-def _death_report(worker: _Worker, position: int, name: str) -> dict[str, Any]:
+def _death_report(worker: Worker, position: int, name: str) -> dict[str, Any]:
     """Error reply for a worker that vanished mid-candidate: "crash" if a signal killed it."""
     code = worker.exit_code()
     log = worker.stderr_since(position)

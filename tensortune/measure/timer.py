@@ -96,23 +96,11 @@ def timer_library(target: Target) -> Path:
 @functools.cache
 def _load_timer(path: Path) -> ctypes.CDLL:
     library = ctypes.CDLL(str(path))
-    library.tt_time.argtypes = [
-        ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.POINTER(ctypes.c_double),
-    ]
-    library.tt_time_groups.argtypes = [
-        ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.POINTER(ctypes.c_double),
-    ]
+    # (fn, void** args, the ints, double* out_seconds), as declared in TIMER_SOURCE
+    fn, i = ctypes.c_void_p, ctypes.c_int
+    args, out = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_double)
+    library.tt_time.argtypes = [fn, args, i, i, i, i, out]
+    library.tt_time_groups.argtypes = [fn, args, i, i, i, out]
     library.tt_time.restype = library.tt_time_groups.restype = ctypes.c_int
     return library
 

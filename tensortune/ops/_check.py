@@ -42,10 +42,16 @@ def int_tuple(op: str, arg: str, value: object, n: int, minimum: int) -> tuple[i
     return ints
 
 
+def int_pair(op: str, arg: str, value: object, minimum: int) -> tuple[int, int]:
+    """``int_tuple`` of two ints: an int for both, or a pair."""
+    a, b = int_tuple(op, arg, value, 2, minimum)
+    return a, b
+
+
 def choice(op: str, arg: str, value: object, choices: Sequence[str]) -> str:
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise DSLError(f"{op}: {arg} must be one of {', '.join(choices)}, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def axis_arg(op: str, arg: str, value: object, ndim: int) -> int:

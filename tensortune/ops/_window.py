@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from ..errors import DSLError
 from ..te import Expr, Tensor, Var
-from ._check import int_tuple, is_int
+from ._check import int_pair, int_tuple, is_int
 from .transform import pad
+
+Ints2 = int | tuple[int, int]
+Padding = int | tuple[int, int] | tuple[int, int, int, int]
 
 LAYOUTS = ("NCHW", "NHWC")
 HW_DIMS = {"NCHW": (2, 3), "NHWC": (1, 2)}
@@ -15,15 +18,16 @@ HW_DIMS = {"NCHW": (2, 3), "NHWC": (1, 2)}
 def padding4(op: str, value: object) -> tuple[int, int, int, int]:
     """``(top, left, bottom, right)`` from an int, an ``(h, w)`` pair or four ints."""
     if is_int(value) or (isinstance(value, tuple | list) and len(value) == 2):
-        h, w = int_tuple(op, "padding", value, 2, 0)
+        h, w = int_pair(op, "padding", value, 0)
         return (h, w, h, w)
     try:
-        return int_tuple(op, "padding", value, 4, 0)  # type: ignore[return-value]
+        top, left, bottom, right = int_tuple(op, "padding", value, 4, 0)
     except DSLError:
         raise DSLError(
             f"{op}: padding must be an int >= 0, a (pad_h, pad_w) pair or "
             f"(top, left, bottom, right), got {value!r}"
         ) from None
+    return top, left, bottom, right
 
 
 def output_size(

@@ -6,11 +6,8 @@ from __future__ import annotations
 from .. import te
 from ..errors import DSLError
 from ..te import Expr, Tensor, Var
-from ._check import choice, int_arg, int_tuple, tensor_arg
-from ._window import LAYOUTS, output_size, pad_spatial, padding4, window_index
-
-Ints2 = int | tuple[int, int]
-Padding = int | tuple[int, int] | tuple[int, int, int, int]
+from ._check import choice, int_arg, int_pair, tensor_arg
+from ._window import LAYOUTS, Ints2, Padding, output_size, pad_spatial, padding4, window_index
 
 
 def conv2d(
@@ -33,8 +30,8 @@ def conv2d(
     data = tensor_arg(op, "data", data, 4)
     kernel = tensor_arg(op, "kernel", kernel, 4)
     layout = choice(op, "layout", layout, LAYOUTS)
-    sh, sw = int_tuple(op, "stride", stride, 2, 1)
-    dh, dw = int_tuple(op, "dilation", dilation, 2, 1)
+    sh, sw = int_pair(op, "stride", stride, 1)
+    dh, dw = int_pair(op, "dilation", dilation, 1)
     pads = padding4(op, padding)
     groups = int_arg(op, "groups", groups)
     if layout == "NCHW":

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from .. import te
 from ..errors import DSLError
 from ..te import Expr, Tensor
+from ..te.expr import as_expr
 from ._check import axis_arg, tensor_arg
 
 Operand = Tensor | int | float
@@ -28,9 +29,9 @@ def _broadcast_shape(op: str, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[i
     return tuple(shape)
 
 
-def _broadcast_read(v: Operand, idx: tuple[Expr, ...]) -> Expr:
+def _broadcast_read(v: Operand, idx: tuple[Expr, ...], like: str) -> Expr:
     if not isinstance(v, Tensor):
-        return v  # a bare number takes the dtype of the tensor it meets
+        return as_expr(v, like)  # a bare number takes the dtype of the tensor it meets
     tail = idx[len(idx) - v.ndim :]
     return v[tuple(te.const(0) if n == 1 else i for i, n in zip(tail, v.shape, strict=True))]
 
@@ -39,12 +40,14 @@ def _binary(op: str, a: Operand, b: Operand, fn: Callable[[Expr, Expr], Expr], n
     for arg, v in (("a", a), ("b", b)):
         if not isinstance(v, Tensor | int | float) or isinstance(v, bool):
             raise DSLError(f"{op}: {arg} must be a Tensor or a number, got {type(v).__name__}")
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+    tensor = a if isinstance(a, Tensor) else b
+    if not isinstance(tensor, Tensor):
         raise DSLError(f"{op}: at least one operand must be a Tensor")
     shape = _broadcast_shape(op, getattr(a, "shape", ()), getattr(b, "shape", ()))
+    like = tensor.dtype
     return te.compute(
         shape,
-        lambda *i: fn(_broadcast_read(a, i), _broadcast_read(b, i)),
+        lambda *i: fn(_broadcast_read(a, i, like), _broadcast_read(b, i, like)),
         name=name,
         tag="elementwise",
     )
@@ -83,7 +86,9 @@ def bias_add(data: Tensor, bias: Tensor, axis: int = -1, name: str = "bias_add")
     return te.compute(data.shape, lambda *i: data[i] + bias[i[axis]], name=name, tag="elementwise")
 
 
-def _unary(op: str, x: Tensor, fn: Callable[[Expr], Expr], name: str, attrs=None) -> Tensor:
+def _unary(
+    op: str, x: Tensor, fn: Callable[[Expr], Expr], name: str, attrs: dict | None = None
+) -> Tensor:
     x = tensor_arg(op, "x", x)
     return te.compute(x.shape, lambda *i: fn(x[i]), name=name, tag="elementwise", attrs=attrs)
 

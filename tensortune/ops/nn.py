@@ -22,8 +22,10 @@ def softmax(x: Tensor, name: str = "softmax") -> Tensor:
     rows, cols = x.shape[:-1], x.shape[-1]
     k_max, k_sum = te.reduce_axis(cols, "k"), te.reduce_axis(cols, "k")
 
+    # the index tuples are named: mypy reads ``x[(*i, k)]`` as 3.11-only syntax (it is not)
     def row_max(*i: Var) -> Expr:
-        return te.max_reduce(x[(*i, k_max)], axis=k_max)
+        at = (*i, k_max.var)
+        return te.max_reduce(x[at], axis=k_max)
 
     mx = te.compute(rows, row_max, name=f"{name}_max", tag="softmax")
     ex = te.compute(
@@ -31,7 +33,8 @@ def softmax(x: Tensor, name: str = "softmax") -> Tensor:
     )
 
     def row_sum(*i: Var) -> Expr:
-        return te.sum(ex[(*i, k_sum)], axis=k_sum)
+        at = (*i, k_sum.var)
+        return te.sum(ex[at], axis=k_sum)
 
     total = te.compute(rows, row_sum, name=f"{name}_sum", tag="softmax")
     return te.compute(x.shape, lambda *i: ex[i] / total[i[:-1]], name=name, tag="softmax")
@@ -62,12 +65,14 @@ def layer_norm(
     k_mean, k_var = te.reduce_axis(cols, "k"), te.reduce_axis(cols, "k")
 
     def row_mean(*i: Var) -> Expr:
-        return te.sum(x[(*i, k_mean)] * inv_n, axis=k_mean)
+        at = (*i, k_mean.var)
+        return te.sum(x[at] * inv_n, axis=k_mean)
 
     mean = te.compute(rows, row_mean, name=f"{name}_mean", tag="layernorm")
 
     def row_var(*i: Var) -> Expr:
-        d = x[(*i, k_var)] - mean[i]
+        at = (*i, k_var.var)
+        d = x[at] - mean[i]
         return te.sum(d * d * inv_n, axis=k_var)
 
     var = te.compute(rows, row_var, name=f"{name}_var", tag="layernorm")

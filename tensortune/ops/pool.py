@@ -10,11 +10,18 @@ import numpy as np
 from .. import te
 from ..errors import DSLError
 from ..te import Expr, IterVar, Tensor, Var
-from ._check import choice, int_tuple, tensor_arg
-from ._window import HW_DIMS, LAYOUTS, output_size, pad_spatial, padding4, window_index
+from ._check import choice, int_pair, tensor_arg
+from ._window import (
+    HW_DIMS,
+    LAYOUTS,
+    Ints2,
+    Padding,
+    output_size,
+    pad_spatial,
+    padding4,
+    window_index,
+)
 
-Ints2 = int | tuple[int, int]
-Padding = int | tuple[int, int] | tuple[int, int, int, int]
 Reducer = Callable[[Expr, tuple[IterVar, ...]], Expr]
 
 
@@ -111,8 +118,8 @@ def _window_args(
     """Validated pooling arguments; padding must be smaller than the window on every side so that
     no window sees only padding."""
     data = tensor_arg(op, "data", data, 4)
-    window = int_tuple(op, "kernel_size", kernel_size, 2, 1)
-    strides = window if stride is None else int_tuple(op, "stride", stride, 2, 1)
+    window = int_pair(op, "kernel_size", kernel_size, 1)
+    strides = window if stride is None else int_pair(op, "stride", stride, 1)
     pads = padding4(op, padding)
     if max(pads[0], pads[2]) >= window[0] or max(pads[1], pads[3]) >= window[1]:
         raise DSLError(

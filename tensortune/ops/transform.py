@@ -96,7 +96,8 @@ def concat(tensors: Sequence[Tensor], axis: int = 0, name: str = "concat") -> Te
     def body(*idx: Expr) -> Expr:
         def part(n: int) -> Expr:
             local = idx[axis] - offsets[n] if offsets[n] else idx[axis]
-            return tensors[n][(*idx[:axis], local, *idx[axis + 1 :])]
+            at = (*idx[:axis], local, *idx[axis + 1 :])  # named: see ops/nn.py's softmax
+            return tensors[n][at]
 
         expr = part(len(tensors) - 1)
         for n in reversed(range(len(tensors) - 1)):

@@ -147,9 +147,8 @@ class NewStages(ScheduleBase):
         new = Stage.from_tensor(rf, False)
         new.scope = scope
         outer = IterVar(Var(f"{axis}_o"), blocks, "reduce")
-        st.body = Reduce(
-            body.combiner, rf[(outer.var, *(a.var for a in st.axes))], (outer,), body.dtype
-        )
+        partial_at = (outer.var, *(a.var for a in st.axes))
+        st.body = Reduce(body.combiner, rf[partial_at], (outer,), body.dtype)
         st.reduce_axes = (outer,)
         st.roots = (
             *(r for r in st.roots if r.kind == "spatial"),

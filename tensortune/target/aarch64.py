@@ -27,10 +27,8 @@ AARCH64 = Arch(
     vector_registers={"neon": 32},
     required_flags={"neon": frozenset({"asimd"})},
     isa_cflags=isa_cflags,
-    compilers=("gcc", "clang", "cc"),
     cross_compilers=("aarch64-linux-gnu-gcc",),
     cross_install="apt-get install gcc-aarch64-linux-gnu",
     emulators=("qemu-aarch64", "qemu-aarch64-static"),
     sysroots=("/usr/aarch64-linux-gnu",),
-    emulator_install="apt-get install qemu-user",
 )

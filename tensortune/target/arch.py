@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Arch:
     """One CPU architecture and its ISA levels (best first)."""
 
@@ -27,7 +27,7 @@ class Arch:
     """/proc/cpuinfo flags (``flags:`` on x86, ``Features:`` on Arm) each level needs."""
     isa_cflags: Callable[[str, str], tuple[str, ...]]
     """``isa_cflags(isa, cc)``: optimisation and ISA flags for `isa` compiled by `cc`."""
-    compilers: tuple[str, ...]
+    compilers: tuple[str, ...] = ("gcc", "clang", "cc")
     """Compilers tried on a host of this architecture (after ``cc=`` and $CC)."""
     cross_compilers: tuple[str, ...]
     """Compilers tried when building for this architecture on another one."""
@@ -37,7 +37,8 @@ class Arch:
     """User-mode emulators that run this architecture's programs elsewhere (qemu-user)."""
     sysroots: tuple[str, ...] = ()
     """Where the emulator finds this architecture's libc, libgomp and dynamic loader."""
-    emulator_install: str = ""
+    emulator_install: str = "apt-get install qemu-user"
+    """How to get the emulator, for the error that says none was found."""
 
     def __post_init__(self) -> None:
         # a level missing from a table fails here, at import, not deep inside a build

@@ -66,10 +66,8 @@ X86_64 = Arch(
     vector_registers={"avx512": 32, "avx2": 16, "sse4": 16, "generic": 16},
     required_flags=REQUIRED_FLAGS,
     isa_cflags=isa_cflags,
-    compilers=("gcc", "clang", "cc"),
     cross_compilers=("x86_64-linux-gnu-gcc",),
     cross_install="apt-get install gcc-x86-64-linux-gnu",
     emulators=("qemu-x86_64", "qemu-x86_64-static"),
     sysroots=("/usr/x86_64-linux-gnu",),
-    emulator_install="apt-get install qemu-user",
 )

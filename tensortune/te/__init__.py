@@ -1,10 +1,9 @@
 """The tensor-expression DSL: describe *what* to compute, never how."""
 
-from .expr import Expr, IterVar, Var
+from .expr import Expr, IterVar, Var, const
 from .functions import (
     abs,
     cast,
-    const,
     eq,
     erf,
     exp,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..dtype import FLOAT_DTYPES, TENSOR_DTYPES
 from ..dtype import dtype as dtype_info
@@ -36,6 +36,19 @@ def check_dtype(name: str) -> str:
 def promote(a: str, b: str) -> str:
     """The dtype of a binary operation on ``a`` and ``b``: the higher promotion rank wins."""
     return a if dtype_info(a).rank >= dtype_info(b).rank else b
+
+
+class Storage(Protocol):
+    """What a read names: a DSL ``Tensor`` before lowering, an IR ``Buffer`` after it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> str: ...
 
 
 class Expr:
@@ -197,7 +210,9 @@ class Cast(Expr):
 
 @dataclass(frozen=True, slots=True)
 class TensorRead(Expr):
-    tensor: Tensor
+    """An element of ``tensor``: a DSL ``Tensor`` in a compute body, a ``Buffer`` once lowered."""
+
+    tensor: Storage
     indices: tuple[Expr, ...]
 
     @property
@@ -364,9 +379,14 @@ def free_vars(e: Expr) -> set[Var]:
 
 
 def tensors_read(e: Expr) -> tuple[Tensor, ...]:
-    """The tensors ``e`` reads, each once, in first-read (pre-)order: a compute's inputs."""
+    """The tensors ``e`` reads, each once, in first-read (pre-)order: a compute's inputs.
+
+    ``e`` is a compute body; the buffers a lowered expression reads are not tensors and are left
+    out."""
+    from .tensor import Tensor  # tensor.py builds on this module
+
     seen: dict[int, Tensor] = {}
     for node in walk(e):
-        if isinstance(node, TensorRead):
+        if isinstance(node, TensorRead) and isinstance(node.tensor, Tensor):
             seen.setdefault(id(node.tensor), node.tensor)
     return tuple(seen.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..dtype import FLOAT_DTYPES
@@ -16,12 +17,11 @@ from .expr import (
     binary,
     check_dtype,
     compare,
-    const,
     promote,
 )
 
 
-def _float_call(func: str):
+def _float_call(func: str) -> Callable[[Any], Expr]:
     def fn(x: Any) -> Expr:
         x = as_expr(x, "float32")
         if x.dtype not in FLOAT_DTYPES:
@@ -78,22 +78,3 @@ def cast(x: Any, dtype: str) -> Expr:
     x = as_expr(x)
     check_dtype(dtype)
     return x if x.dtype == dtype else Cast(x, dtype)
-
-
-__all__ = [
-    "abs",
-    "cast",
-    "const",
-    "eq",
-    "erf",
-    "exp",
-    "log",
-    "max",
-    "min",
-    "ne",
-    "rsqrt",
-    "select",
-    "sigmoid",
-    "sqrt",
-    "tanh",
-]

@@ -20,18 +20,7 @@ import numpy as np
 from ..dtype import FLOAT_DTYPES, TENSOR_DTYPES
 from ..dtype import dtype as dtype_info
 from ..errors import DSLError
-from .expr import (
-    Binary,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Expr,
-    Reduce,
-    Select,
-    TensorRead,
-    Var,
-)
+from .expr import Binary, Call, Cast, Compare, Const, Expr, Reduce, Select, TensorRead, Var
 from .graph import topological_order
 from .tensor import Tensor
 
@@ -261,7 +250,7 @@ class _Evaluator:
                 return _CALLS[func](*(self.eval(a, guard) for a in args))
             case Cast(value, dtype):
                 return np.asarray(self.eval(value, guard)).astype(dtype_info(dtype).numpy)
-            case TensorRead(tensor, indices):
+            case TensorRead(Tensor() as tensor, indices):
                 return self._read(tensor, [self.eval(i, guard) for i in indices], guard)
             case Reduce():
                 raise DSLError(f"compute '{self.tensor.name}': a reduction must be the whole body")

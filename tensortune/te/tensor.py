@@ -20,6 +20,9 @@ from .expr import (
     walk,
 )
 
+# what indexes a tensor along one dimension: an expression, an axis or a Python int
+Index = Expr | IterVar | int
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Identifiers a kernel's C source already means something by: C keywords, the libc and libm names
 # and macros it uses, and the ``tt_``/``TT_`` helpers and vector types of the codegen preamble.
@@ -152,14 +155,14 @@ class Tensor:
         """Tensors read by the body, in first-read order."""
         return () if self.body is None else tensors_read(self.body)
 
-    def __getitem__(self, idx) -> TensorRead:
-        idx = idx if isinstance(idx, tuple) else (idx,)
-        if len(idx) != self.ndim:
+    def __getitem__(self, idx: Index | tuple[Index, ...]) -> TensorRead:
+        at = idx if isinstance(idx, tuple) else (idx,)
+        if len(at) != self.ndim:
             raise DSLError(
                 f"tensor '{self.name}' has {self.ndim} dimensions {self.shape}, "
-                f"indexed with {len(idx)}"
+                f"indexed with {len(at)}"
             )
-        exprs = tuple(as_expr(i.var if isinstance(i, IterVar) else i, "int32") for i in idx)
+        exprs = tuple(as_expr(i.var if isinstance(i, IterVar) else i, "int32") for i in at)
         for e in exprs:
             if e.dtype != "int32":
                 raise DSLError(f"index of '{self.name}' must be int32, got {e.dtype}")
@@ -219,24 +222,30 @@ def compute(
     return Tensor(sanitize(name), shape, body.dtype, axes, body, tag, dict(attrs or {}))
 
 
-def _reducer(combiner: str):
-    def reduce(expr: Expr, axis: IterVar | Sequence[IterVar]) -> Reduce:
-        axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
-        if not axes or not all(isinstance(a, IterVar) and a.kind == "reduce" for a in axes):
-            raise DSLError(f"{combiner}: axis must be one or more tt.reduce_axis(...)")
-        expr = as_expr(expr)
-        if combiner == "sum" and expr.dtype == "bool":
-            raise DSLError("sum over a boolean expression: cast it to int32 or float32 first")
-        return Reduce(combiner, expr, axes, expr.dtype)
-
-    reduce.__name__ = combiner
-    reduce.__doc__ = f"Reduce ``expr`` with {combiner} over the reduce axes ``axis``."
-    return reduce
+def _reduce(combiner: str, expr: Expr | float, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    if not axes or not all(isinstance(a, IterVar) and a.kind == "reduce" for a in axes):
+        raise DSLError(f"{combiner}: axis must be one or more tt.reduce_axis(...)")
+    value = as_expr(expr)
+    if combiner == "sum" and value.dtype == "bool":
+        raise DSLError("sum over a boolean expression: cast it to int32 or float32 first")
+    return Reduce(combiner, value, axes, value.dtype)
 
 
-sum = _reducer("sum")
-max_reduce = _reducer("max")
-min_reduce = _reducer("min")
+def sum(expr: Expr | float, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    """Reduce ``expr`` with sum over the reduce axes ``axis``."""
+    return _reduce("sum", expr, axis)
+
+
+def max_reduce(expr: Expr | float, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    """Reduce ``expr`` with max over the reduce axes ``axis``."""
+    return _reduce("max", expr, axis)
+
+
+def min_reduce(expr: Expr | float, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    """Reduce ``expr`` with min over the reduce axes ``axis``."""
+    return _reduce("min", expr, axis)
+
 
 __all__ = [
     "Tensor",
