@@ -136,7 +136,9 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
         )
     if "load2" in funcs:
         out.append(_load2(t, m, s, lanes))
-    funcs = funcs - {"floordiv", "mod", "load2"}
+    if "mask" in funcs:
+        out.append(masked_access(dtype, lanes))
+    funcs = funcs - {"floordiv", "mod", "load2", "mask"}
     if dtype == "float32" and funcs & set(VECTOR_MATH):
         out.append(vector_math(t, m, lanes, funcs))
     for f in sorted(funcs - set(VECTOR_MATH) if dtype == "float32" else funcs):
@@ -223,6 +225,72 @@ def _load2(t: str, m: str, s: str, lanes: int) -> str:
         f"  return __builtin_shuffle(lo, hi, ({m}){{{picks}}});\n"
         "#endif\n"
         "}"
+    )
+
+
+# Masked loads and stores of 4- and 8-byte lanes: (AVX-512 suffix, mask test suffix, AVX2 suffix)
+_MASKED = {"float32": ("ps", "epi32", "ps"), "float64": ("pd", "epi64", "pd"),
+           "int32": ("epi32", "epi32", "epi32")}  # fmt: skip
+_X86_REG = {64: ("_mm512", "__m512"), 32: ("_mm256", "__m256"), 16: ("_mm", "__m128")}
+
+
+def _reg(nbytes: int, suffix: str) -> str:
+    """The intrinsic register type of ``nbytes`` holding ``suffix`` lanes (``__m256d``)."""
+    base = _X86_REG[nbytes][1]
+    return base + {"ps": "", "pd": "d"}.get(suffix, "i")
+
+
+def masked_access(dtype: str, lanes: int) -> str:
+    """``tt_maskload_`` and ``tt_maskstore_`` for one vector type: lanes whose mask is -1 are
+    loaded (the others are 0) or stored, and the memory of the other lanes is never touched:
+    AVX-512 masked moves and AVX2 ``vmaskmov`` suppress faults on masked lanes, so a tail that
+    ends at an unmapped page is safe. Wider vectors go register by register; elsewhere (NEON,
+    two-lane vectors) lane by lane."""
+    row = row_of(dtype)
+    t, m, s = vtype(dtype, lanes), mask_type(dtype, lanes), row.c_type
+    nbytes = row.bits // 8 * lanes
+    portable_load = (
+        f"{{ {t} r = ({t}){{}}; for (int l = 0; l < {lanes}; ++l) if (m[l]) r[l] = p[l]; "
+        "return r; }"
+    )
+    portable_store = f"{{ for (int l = 0; l < {lanes}; ++l) if (m[l]) p[l] = v[l]; }}"
+    load_sig = f"static inline {t} tt_maskload_{t}(const {s}* p, {m} m)"
+    store_sig = f"static inline void tt_maskstore_{t}({s}* p, {m} m, {t} v)"
+    if dtype not in _MASKED or nbytes < 16:
+        return f"{load_sig} {portable_load}\n{store_sig} {portable_store}"
+    wide, test, narrow = _MASKED[dtype]
+    branches: list[str] = []
+    avx512 = "defined(__AVX512F__) && defined(__AVX512VL__)"
+    for macro, chunk in ((avx512, 64), ("defined(__AVX2__)", 32)):
+        chunk = min(chunk, nbytes)
+        pre, n, per = _X86_REG[chunk][0], nbytes // chunk, chunk * 8 // row.bits
+        vr, mr = _reg(chunk, wide), _reg(chunk, "epi")
+        if n == 1:
+            mc, vc, at = f"({mr})m", f"({vr})v", "p"
+        else:
+            mc, vc, at = f"((const {mr}*)&m)[c]", f"((const {vr}*)&v)[c]", f"p + {per} * c"
+        if macro == avx512:
+            k = f"{pre}_test_{test}_mask({mc}, {mc})"
+            zero = f"{pre}_setzero_{'si' + str(chunk * 8) if wide == 'epi32' else wide}()"
+            load = f"{pre}_mask_loadu_{wide}({zero}, {k}, {at})"
+            store = f"{pre}_mask_storeu_{wide}({at}, {k}, {vc})"
+        else:
+            cast = "(const int*)" if narrow == "epi32" else ""
+            load = f"{pre}_maskload_{narrow}({cast}{at}, {mc})"
+            store = f"{pre}_maskstore_{narrow}({'(int*)' if cast else ''}{at}, {mc}, {vc})"
+        if n == 1:
+            body_load, body_store = f"{{ return ({t}){load}; }}", f"{{ {store}; }}"
+        else:
+            loop = f"for (int c = 0; c < {n}; ++c)"
+            body_load = f"{{ {t} r; {loop} (({vr}*)&r)[c] = {load}; return r; }}"
+            body_store = f"{{ {loop} {store}; }}"
+        branches.append(
+            f"#{'if' if not branches else 'elif'} {macro}\n"
+            f"{load_sig} {body_load}\n{store_sig} {body_store}"
+        )
+    return (
+        "\n".join(branches)
+        + f"\n#else\n{load_sig} {portable_load}\n{store_sig} {portable_store}\n#endif"
     )
 
 

@@ -4,15 +4,22 @@ After the ``vectorize`` pass a vectorized loop holds only stores, so it prints a
 statement per store: unit-stride accesses are vector loads/stores, stride 2 two loads and a
 shuffle, invariant ones broadcasts, others gathers; a store to one element is a horizontal
 reduction of the lanes. Choosing these instructions is the printer's whole job here.
+
+A masked vector tail (``if c: store`` inside the loop, see `tensortune.lower.masks`) prints as a
+block holding the lane mask ``tt_mask`` and one masked store; its reads of memory are masked
+loads under ``tt_mask`` and under the padding tests around them, unless every lane's element is
+in the buffer (a padded panel), and its reductions across lanes see the identity in the lanes
+that are off.
 """
 
 from __future__ import annotations
 
 from ..dtype import dtype
 from ..errors import LoweringError
-from ..ir.nodes import Comment, For, Seq, Store
-from ..ir.simplify import linear_coeff, simplify
-from ..lower.vectorize import reduction
+from ..ir.nodes import Comment, For, IfThen, Seq, Store
+from ..ir.simplify import expr_range, linear_coeff, simplify
+from ..lower.masks import MASKED_DTYPES, lane_guard
+from ..lower.vectorize import _COMBINER, reduction
 from ..te.expr import (
     Binary,
     Call,
@@ -24,9 +31,11 @@ from ..te.expr import (
     TensorRead,
     Var,
     free_vars,
+    reduce_identity,
     substitute,
+    walk,
 )
-from .expr import _CSYM, CMP, ExprPrinter
+from .expr import _CSYM, CMP, ExprPrinter, literal
 from .preamble import vtype
 
 _HORIZONTAL = {"add": "sum", "max": "max", "min": "min"}
@@ -36,6 +45,9 @@ class VectorPrinter(ExprPrinter):
     """Vector statements and expressions inside one vectorized loop (``self.vec``)."""
 
     vec_used: dict[tuple[str, int], set[str]]
+    masks: list[tuple[str, str]]  # (C code, mask dtype) of the lane tests around an expression
+    lines: list[str]  # provided by the statement printer, like ``depth`` and ``line``
+    depth: int
 
     def line(self, text: str) -> None:  # provided by the statement printer
         raise NotImplementedError
@@ -54,16 +66,74 @@ class VectorPrinter(ExprPrinter):
     def vector_loop(self, s: For) -> None:
         self.vec = (s.var, s.extent)
         self.ranges[s.var] = s.extent
+        self.masks = []
         try:
             stores = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
             for st in stores:
                 if isinstance(st, Comment):
                     continue
-                if not isinstance(st, Store):
+                if isinstance(st, IfThen) and isinstance(st.body, Store) and st.orelse is None:
+                    self.masked_store(st.cond, st.body)
+                elif isinstance(st, Store):
+                    self.vector_store(st)
+                else:
                     raise LoweringError(f"vectorized loop {s.var.name} holds a {type(st).__name__}")
-                self.vector_store(st)
         finally:
             self.vec = None
+            self.masks = []
+
+    def masked_store(self, cond: Expr, st: Store) -> None:
+        """``if cond: st`` on the lanes where ``cond`` holds: its scalar part is an ``if``, its
+        per-lane part the mask ``tt_mask`` of a block of its own."""
+        assert self.vec is not None
+        scalar, lanes = lane_guard(cond, self.vec[0])
+        if scalar is not None:
+            self.line(f"if ({self.expr(scalar)}) {{")
+            self.depth += 1
+        if lanes is None:
+            self.vector_store(st)
+        else:
+            want = dtype(st.buffer.dtype).mask
+            code = self.mask_as(self.vexpr(lanes, "bool"), _mask_of(lanes), want)
+            saved, self.lines = self.lines, []
+            self.masks = [("tt_mask", want)]
+            self.depth += 1
+            try:
+                self.vector_store(st)
+            finally:
+                self.depth -= 1
+                self.masks = []
+            body, self.lines = self.lines, saved
+            if not any("tt_mask" in b for b in body):  # a register tile: its lanes are free
+                self.lines.extend(b[2:] for b in body)
+            else:
+                self.line(f"{{ {self.use_vec(want, self.vec[1])} tt_mask = {code};")
+                self.lines.extend(body)
+                self.line("}")
+        if scalar is not None:
+            self.depth -= 1
+            self.line("}")
+
+    def mask_code(self, dt: str) -> str:
+        """The conjunction of the lane tests around this point, as a mask for ``dt`` lanes."""
+        want = dtype(dt).mask
+        return " & ".join(self.mask_as(code, have, want) for code, have in self.masks)
+
+    def in_bounds(self, buf, idx: tuple[Expr, ...]) -> bool:
+        """Whether every lane's element of ``buf[idx]`` lies inside ``buf`` (a padded panel).
+        A masked store runs only when some lane is active (`some_lane`), so an index that does
+        not depend on the lane is in bounds, unless a padding test guards the read."""
+        assert self.vec is not None
+        v, lanes = self.vec
+        ranges = {**self.ranges, v: lanes}
+        padded = len(self.masks) > (1 if self.masks and self.masks[0][0] == "tt_mask" else 0)
+        for i, n in zip(idx, buf.shape, strict=True):
+            if v not in free_vars(i) and not padded:
+                continue
+            r = expr_range(i, ranges)
+            if r is None or r[0] < 0 or r[1] >= n:
+                return False
+        return True
 
     def lane(self, off: Expr, k: int) -> Expr:
         return simplify(substitute(off, {self.vec[0]: Const(k)}), self.ranges)
@@ -82,7 +152,13 @@ class VectorPrinter(ExprPrinter):
                 )
             op, rest = red
             target = self.load_flat(st.buffer, off)
-            combined = f"tt_h{_HORIZONTAL[op]}_{t}({self.vexpr(rest, dt)})"
+            lanes_code = self.vexpr(rest, dt)
+            if self.masks:  # lanes that are off add the identity
+                ident = literal(reduce_identity(_COMBINER[op], dt).value, dt)
+                lanes_code = (
+                    f"tt_select_{t}({self.mask_code(dt)}, {lanes_code}, tt_splat_{t}({ident}))"
+                )
+            combined = f"tt_h{_HORIZONTAL[op]}_{t}({lanes_code})"
             rhs = (
                 f"{target} + {combined}"
                 if op == "add"
@@ -96,6 +172,13 @@ class VectorPrinter(ExprPrinter):
             self.line(f"{regs.access(st.indices, self.ranges, self.vec)} = {code};")
             return
         base = self.lane(off, 0)
+        if self.masks:
+            if stride != 1 or dt not in MASKED_DTYPES:
+                raise LoweringError(f"masked store to {st.buffer.name} is not contiguous")
+            self.use_vec(dt, lanes, "mask")
+            at = f"&{st.buffer.name}[{self.expr(base)}]"
+            self.line(f"tt_maskstore_{t}({at}, {self.mask_code(dt)}, {code});")
+            return
         if stride == 1:
             self.line(f"tt_store_{t}(&{st.buffer.name}[{self.expr(base)}], {code});")
             return
@@ -150,10 +233,14 @@ class VectorPrinter(ExprPrinter):
                 return f"({self.vexpr(a, a.dtype)} {CMP[op]} {self.vexpr(b, b.dtype)})", "vec"
             case Select(c, t_, f_):
                 cc, kind = self.vector(c)
-                tv, fv = self.vexpr(t_, dt), self.vexpr(f_, dt)
                 t = self.use_vec(dt, lanes)
                 if kind != "vec":
-                    return f"({cc} ? {tv} : {fv})", "vec"
+                    return f"({cc} ? {self.vexpr(t_, dt)} : {self.vexpr(f_, dt)})", "vec"
+                if any(isinstance(n, TensorRead) for n in walk(c)):  # a data test, not padding
+                    tv, fv = self.vexpr(t_, dt), self.vexpr(f_, dt)
+                else:  # the reads of each branch are masked by the test (in a masked tail)
+                    tv = self.masked_by(cc, _mask_of(c), t_, dt)
+                    fv = self.masked_by(f"(~{cc})", _mask_of(c), f_, dt)
                 cc = self.mask_as(cc, _mask_of(c), dtype(dt).mask)
                 return f"tt_select_{t}({cc}, {tv}, {fv})", "vec"
             case Call(func, (x,), _):
@@ -173,6 +260,14 @@ class VectorPrinter(ExprPrinter):
                 return f"__builtin_convertvector({xv}, {t})", "vec"
         raise LoweringError(f"cannot vectorize {e!r}")
 
+    def masked_by(self, code: str, have: str, e: Expr, dt: str) -> str:
+        """``vexpr(e)`` with its masked loads also masked by ``code`` (a padding test)."""
+        self.masks.append((code, have))
+        try:
+            return self.vexpr(e, dt)
+        finally:
+            self.masks.pop()
+
     def vector_read(self, buf, idx: tuple[Expr, ...]) -> str:
         v, lanes = self.vec
         dt = buf.dtype
@@ -186,6 +281,9 @@ class VectorPrinter(ExprPrinter):
         if regs is not None:
             return regs.access(tuple(idx), self.ranges, self.vec)
         base = self.lane(off, 0)
+        if stride == 1 and self.masks and dt in MASKED_DTYPES and not self.in_bounds(buf, idx):
+            self.use_vec(dt, lanes, "mask")
+            return f"tt_maskload_{t}(&{buf.name}[{self.expr(base)}], {self.mask_code(dt)})"
         if stride == 1:
             return f"tt_load_{t}(&{buf.name}[{self.expr(base)}])"
         if stride == 2:  # two contiguous loads and a shuffle, not a lane-by-lane gather

@@ -7,7 +7,19 @@ the C's comments.
 
 from __future__ import annotations
 
-from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Reduce, Select, TensorRead, Var
+from ..te.expr import (
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    free_vars,
+)
 from .nodes import Allocate, Comment, For, IfThen, PrimFunc, Seq, Stmt, Store
 
 _SYM = {
@@ -51,7 +63,10 @@ def format_stmt(s: Stmt | PrimFunc, indent: int = 0) -> str:
             stores = body.stmts if isinstance(body, Seq) else (body,)
             tag = f"  # vector: {var.name} in range({extent})"
             return "\n".join(
-                format_stmt(x, indent) + ("" if isinstance(x, Comment) else tag) for x in stores
+                _masked(x, var, indent) + tag
+                if isinstance(x, IfThen)
+                else format_stmt(x, indent) + ("" if isinstance(x, Comment) else tag)
+                for x in stores
             )
         case For(var, extent, kind, body, _):
             tag = "" if kind == "serial" else f"  # {kind}"
@@ -76,4 +91,30 @@ def format_stmt(s: Stmt | PrimFunc, indent: int = 0) -> str:
 
 def _only_stores(s: Stmt) -> bool:
     stmts = s.stmts if isinstance(s, Seq) else (s,)
-    return all(isinstance(x, Store | Comment) for x in stmts)
+    return all(
+        isinstance(x, Store | Comment)
+        or (isinstance(x, IfThen) and isinstance(x.body, Store) and x.orelse is None)
+        for x in stmts
+    )
+
+
+def _masked(s: IfThen, v: Var, indent: int) -> str:
+    """A masked vector store, as the C prints it: ``if`` on the part of the test that does not
+    depend on the lane, the rest as the mask (``C[i, j mask (j < 37)] = ...``)."""
+    scalar = [a for a in _conjuncts(s.cond) if v not in free_vars(a)]
+    lanes = [a for a in _conjuncts(s.cond) if v in free_vars(a)]
+    st = s.body
+    assert isinstance(st, Store)
+    pad = "  " * indent
+    mask = " and ".join(format_expr(a) for a in lanes)
+    index = ", ".join(format_expr(i) for i in st.indices) + (f" mask {mask}" if lanes else "")
+    line = f"{st.buffer.name}[{index}] = {format_expr(st.value)}"
+    if not scalar:
+        return f"{pad}{line}"
+    return f"{pad}if {' and '.join(format_expr(a) for a in scalar)}:\n{pad}  {line}"
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]

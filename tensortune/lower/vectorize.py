@@ -2,14 +2,19 @@
 
 - A reduction over ``for r: for v (vectorized)`` into one element gets a vector accumulator: a
   register buffer of ``lanes`` elements summed across ``r``, its lanes combined once at the end.
+  With a tail (``if g: X[c] = X[c] op f``) the lanes that are off add the identity instead.
 - Guards (tails, padding) inside a vectorized loop are tested at its first and last lane: the
   conditions are affine, so when both hold the whole vector is in range and the vector loop runs
-  without them; otherwise a scalar tail runs the original guarded loop lane by lane.
+  without them; otherwise the tail runs as one masked vector operation (``if c: store`` inside
+  the vectorized loop: see `masks`), or, where no mask can express it (a gather, a bool
+  buffer, ``masked=False`` for a target without masked loads), as the original guarded loop
+  lane by lane.
 - A loop that cannot be vectorized (a width that is not a power of two, a guard that is not
   affine in the lane) runs as a scalar loop, with a comment saying why.
 
-Afterwards a vectorized loop holds only stores. Scalar loops made here inside a register tile
-are unrolled (its lanes need constant indices), so ``unroll`` runs again after this pass.
+Afterwards a vectorized loop holds only stores and masked stores (``if c: store``). Scalar loops
+made here inside a register tile are unrolled (its lanes need constant indices), so ``unroll``
+runs again after this pass.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..te.expr import (
     walk,
 )
 from .facts import Facts
+from .masks import maskable, some_lane
 from .unswitch import conjunction, conjuncts, minimal
 
 VECTOR_WIDTHS = (2, 4, 8, 16, 32, 64)
@@ -40,23 +46,28 @@ ACCUMULATOR_WIDTHS = (4, 8, 16, 32, 64)
 _COMBINER = {"add": "sum", "max": "max", "min": "min"}
 
 
-def vectorize(s: Stmt) -> Stmt:
-    """``s`` with vector accumulators, split vector tails and noted scalar fallbacks."""
-    return _go(s, {}, False)
+def vectorize(s: Stmt, masked: bool = True) -> Stmt:
+    """``s`` with vector accumulators, split vector tails and noted scalar fallbacks; tails are
+    masked vector operations when ``masked`` (the default: the C is correct on every target)."""
+    return _go(s, {}, False, masked)
 
 
-def _go(s: Stmt, ranges: dict, in_registers: bool) -> Stmt:
+def _go(s: Stmt, ranges: dict, in_registers: bool, masked: bool) -> Stmt:
     match s:
         case For(var, extent, "vectorized"):
-            return _vector_loop(s, ranges, in_registers)
+            return _vector_loop(s, ranges, in_registers, masked)
         case For(var, extent, kind, body, comment):
             acc = _accumulate(s, ranges) if kind == "serial" else None
+            if acc is None and kind == "serial" and masked:
+                acc = _guarded_accumulate(s, ranges, in_registers)
             if acc is not None:
                 return acc
-            return For(var, extent, kind, _go(body, {**ranges, var: extent}, in_registers), comment)
+            inner = _go(body, {**ranges, var: extent}, in_registers, masked)
+            return For(var, extent, kind, inner, comment)
         case Allocate(buf, body):
-            return Allocate(buf, _go(body, ranges, in_registers or buf.scope == "register"))
-    return with_stmt_children(s, tuple(_go(c, ranges, in_registers) for c in stmt_children(s)))
+            return Allocate(buf, _go(body, ranges, in_registers or buf.scope == "register", masked))
+    kids = tuple(_go(c, ranges, in_registers, masked) for c in stmt_children(s))
+    return with_stmt_children(s, kids)
 
 
 def flat_offset(buf, idx: tuple[Expr, ...], ranges: Ranges) -> Expr:
@@ -74,6 +85,43 @@ def reduction(value: Expr, buf) -> tuple[str, Expr] | None:
         if isinstance(acc, TensorRead) and acc.tensor is buf:
             return value.op, value.b
     return None
+
+
+def _guarded_accumulate(s: For, ranges: dict, in_registers: bool) -> Stmt | None:
+    """``for r: for v: if g(r, v): X[c] = X[c] op f`` (a reduction with a tail) as the vector
+    accumulator of ``X[c] = X[c] op select(g, f, identity)``: the lanes that are off add the
+    identity, and the tail of the update loop is masked. Tests that depend on neither ``r``
+    nor ``v`` stay an ``if`` around it all (they may guard ``X[c]`` itself)."""
+    inner = s.body
+    if not (
+        isinstance(inner, For)
+        and inner.kind == "vectorized"
+        and isinstance(inner.body, IfThen)
+        and inner.body.orelse is None
+        and isinstance(inner.body.body, Store)
+        and not any(isinstance(n, TensorRead) for n in walk(inner.body.cond))
+    ):
+        return None
+    st, loop_vars = inner.body.body, {s.var, inner.var}
+    red = reduction(st.value, st.buffer)
+    if red is None:
+        return None
+    atoms = conjuncts(inner.body.cond)
+    outer = [a for a in atoms if not free_vars(a) & loop_vars]
+    lane = [a for a in atoms if free_vars(a) & loop_vars]
+    if not lane:
+        return None
+    op, rest = red
+    dt = st.buffer.dtype
+    kept = Select(conjunction(lane), rest, reduce_identity(_COMBINER[op], dt), dt)
+    value = Binary(op, TensorRead(st.buffer, st.indices), kept, dt)
+    body = For(inner.var, inner.extent, "vectorized", Store(st.buffer, st.indices, value))
+    plain = For(s.var, s.extent, s.kind, body, s.comment)
+    acc = _accumulate(plain, ranges)
+    if acc is None:
+        return None
+    acc = _go(acc, ranges, in_registers, True)  # the update loop: a fast path and a masked tail
+    return IfThen(conjunction(outer), acc) if outer else acc
 
 
 def _accumulate(s: For, ranges: dict) -> Stmt | None:
@@ -126,7 +174,7 @@ def _accumulate(s: For, ranges: dict) -> Stmt | None:
     )
 
 
-def _vector_loop(s: For, ranges: dict, in_registers: bool) -> Stmt:
+def _vector_loop(s: For, ranges: dict, in_registers: bool, masked: bool) -> Stmt:
     v, lanes = s.var, s.extent
     scalar_kind = "unrolled" if in_registers else "serial"
 
@@ -150,8 +198,9 @@ def _vector_loop(s: For, ranges: dict, in_registers: bool) -> Stmt:
             return fallback(f"guard {format_expr(c)} is not affine in {v.name}")
         for lane in (0, lanes - 1):
             tests[simplify(substitute(c, {v: Const(lane)}), ranges)] = None
-    if any(isinstance(t, Const) and not t.value for t in tests):
-        return fallback(f"no {lanes} consecutive lanes pass its guards")
+    if any(isinstance(t, Const) and not t.value for t in tests):  # never a whole vector
+        tail, is_masked = _tail(s, guarded, ranges, scalar_kind, masked)
+        return tail if is_masked else fallback(f"no {lanes} consecutive lanes pass its guards")
     vector = For(
         v,
         lanes,
@@ -170,10 +219,27 @@ def _vector_loop(s: For, ranges: dict, in_registers: bool) -> Stmt:
     if not atoms:
         return vector
     cond = conjunction(minimal(list(atoms), Facts()))
-    tail = seq(
-        [Comment("vector tail: lane by lane"), For(v, lanes, scalar_kind, s.body, s.comment)]
-    )
-    return IfThen(cond, vector, tail)
+    return IfThen(cond, vector, _tail(s, guarded, ranges, scalar_kind, masked)[0])
+
+
+def _tail(s: For, guarded, ranges: dict, scalar_kind: str, masked: bool) -> tuple[Stmt, bool]:
+    """The lanes of ``s`` that are not a whole vector: one masked vector operation per store,
+    each under the scalar test that some lane passes (`some_lane`), or the loop lane by lane
+    with a note saying why not; and whether it is masked."""
+    v, lanes = s.var, s.extent
+    inside = {**ranges, v: lanes}
+    why = maskable(guarded, v, inside) if masked else "masked tails are off for this target"
+    stores: list[Stmt] = []
+    for g, st in guarded if why is None else ():
+        some = some_lane(conjunction(list(g)), v, lanes, ranges) if g else []
+        if some is None:
+            why = "a per-lane test that is not a bound on the lane"
+            break
+        stores.append(IfThen(conjunction([*some, *g]), st) if g else st)
+    if why is None:
+        return seq([Comment("vector tail: masked"), For(v, lanes, "vectorized", seq(stores))]), True
+    note = Comment(f"vector tail: lane by lane ({why})")
+    return seq([note, For(v, lanes, scalar_kind, s.body, s.comment)]), False
 
 
 def _flatten(s: Stmt, guards: tuple[Expr, ...]) -> list[tuple[tuple[Expr, ...], Store]]:

@@ -23,9 +23,9 @@ from tensortune.target import Target
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def pinned_target() -> Target:
+def pinned_target(isa: str = "avx2") -> Target:
     return dataclasses.replace(
-        Target.cross("avx2", num_threads=2),
+        Target.cross(isa, num_threads=2),
         name="golden",
         l1d_bytes=32 * 1024,
         l2_bytes=1024 * 1024,
@@ -51,8 +51,8 @@ def readme_tour() -> tt.Schedule:
     return s
 
 
-def space_default(spec: str, **overrides) -> tt.Schedule:
-    ds = design_space(tt.workload(spec), pinned_target())
+def space_default(spec: str, isa: str = "avx2", **overrides) -> tt.Schedule:
+    ds = design_space(tt.workload(spec), pinned_target(isa))
     return ds.schedule({**ds.default, **overrides})
 
 
@@ -62,6 +62,10 @@ CASES = {
     "gemm_register_tile": lambda: space_default("matmul:M=512,N=512,K=512"),
     "conv_register_tile": lambda: space_default("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"),
     "softmax": lambda: space_default("softmax:rows=1536,cols=128"),
+    # masked vector tails: a 6x32 register tile on 37 columns (AVX-512's 16 lanes), and a
+    # softmax over 197 columns whose row max and sum see the identity in masked-off lanes
+    "tail_tile_avx512": lambda: space_default("matmul:M=37,N=37,K=20", "avx512"),
+    "tail_softmax_avx2": lambda: space_default("softmax:rows=64,cols=197"),
 }
 
 
@@ -90,3 +94,17 @@ def test_golden_register_tiles_have_no_unreachable_copy() -> None:
     assert src.count("for (int k") == 2
     assert "!" not in src.split("int matmul_64_default(")[1]
     assert "parallel on loop j_o_o of extent 1: runs on one thread" in src
+
+
+def test_golden_tail_tiles_are_masked_vector_operations() -> None:
+    """The tails print one masked operation per vector (AVX-512 mask registers, AVX2
+    ``vmaskmov``), not a loop over lanes."""
+    for case, lanes, intrinsic in (
+        ("tail_tile_avx512", 16, "_mm512_mask_loadu_ps"),
+        ("tail_softmax_avx2", 8, "_mm256_maskload_ps"),
+    ):
+        src = (GOLDEN / f"{case}.c").read_text()
+        assert intrinsic in src and "lane by lane" not in src
+        body = src.split(f"int {case}(")[1]
+        assert f"tt_maskload_f32x{lanes}(&" in body and f"tt_maskstore_f32x{lanes}(&" in body
+        assert f"< {lanes}; ++" not in body  # no loop over the lanes of a vector

@@ -75,7 +75,12 @@ def test_vectorize_splits_a_tail_and_notes_a_scalar_fallback():
     (split,) = _stmts(out, IfThen)[:1]
     assert isinstance(split.body, For) and split.body.kind == "vectorized"
     assert not _stmts(split.body, IfThen)
-    assert "vector tail: lane by lane" in [c.text for c in _stmts(split.orelse, Comment)]
+    assert "vector tail: masked" in [c.text for c in _stmts(split.orelse, Comment)]
+    (tail,) = _stmts(split.orelse, For)
+    assert tail.kind == "vectorized" and isinstance(tail.body, IfThen)  # the mask: o*8+v < 60
+    scalar = vectorize(For(o, 8, "serial", For(v, 8, "vectorized", guarded)), masked=False)
+    notes = [c.text for c in _stmts(scalar, Comment)]
+    assert notes == ["vector tail: lane by lane (masked tails are off for this target)"]
     odd = vectorize(For(v, 6, "vectorized", Store(A, (v,), Const(1.0, "float32"))))
     notes = [c.text for c in _stmts(odd, Comment)]
     assert notes == ["vectorize v fell back to scalar: 6 lanes is not a power of two up to 64"]

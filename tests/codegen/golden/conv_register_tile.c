@@ -50,6 +50,16 @@ static inline f32x8 tt_min_f32x8(f32x8 a, f32x8 b) { return tt_select_f32x8((a <
 static inline float tt_hsum_f32x8(f32x8 v) { float t[8]; memcpy(t, &v, sizeof t); for (int w = 4; w > 0; w /= 2) for (int l = 0; l < w; ++l) t[l] = t[l] + t[l + w]; return t[0]; }
 static inline float tt_hmax_f32x8(f32x8 v) { float t[8]; memcpy(t, &v, sizeof t); for (int w = 4; w > 0; w /= 2) for (int l = 0; l < w; ++l) t[l] = TT_MAX(t[l], t[l + w]); return t[0]; }
 static inline float tt_hmin_f32x8(f32x8 v) { float t[8]; memcpy(t, &v, sizeof t); for (int w = 4; w > 0; w /= 2) for (int l = 0; l < w; ++l) t[l] = TT_MIN(t[l], t[l + w]); return t[0]; }
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+static inline f32x8 tt_maskload_f32x8(const float* p, i32x8 m) { return (f32x8)_mm256_mask_loadu_ps(_mm256_setzero_ps(), _mm256_test_epi32_mask((__m256i)m, (__m256i)m), p); }
+static inline void tt_maskstore_f32x8(float* p, i32x8 m, f32x8 v) { _mm256_mask_storeu_ps(p, _mm256_test_epi32_mask((__m256i)m, (__m256i)m), (__m256)v); }
+#elif defined(__AVX2__)
+static inline f32x8 tt_maskload_f32x8(const float* p, i32x8 m) { return (f32x8)_mm256_maskload_ps(p, (__m256i)m); }
+static inline void tt_maskstore_f32x8(float* p, i32x8 m, f32x8 v) { _mm256_maskstore_ps(p, (__m256i)m, (__m256)v); }
+#else
+static inline f32x8 tt_maskload_f32x8(const float* p, i32x8 m) { f32x8 r = (f32x8){}; for (int l = 0; l < 8; ++l) if (m[l]) r[l] = p[l]; return r; }
+static inline void tt_maskstore_f32x8(float* p, i32x8 m, f32x8 v) { for (int l = 0; l < 8; ++l) if (m[l]) p[l] = v[l]; }
+#endif
 typedef int32_t i32x8 __attribute__((vector_size(32), aligned(32)));
 static inline i32x8 tt_load_i32x8(const int32_t* p) { i32x8 v; memcpy(&v, p, sizeof v); return v; }
 static inline void tt_store_i32x8(int32_t* p, i32x8 v) { memcpy(p, &v, sizeof v); }
@@ -74,11 +84,9 @@ int conv_register_tile(const float* restrict X, const float* restrict W, float* 
         if (i2 >= 1 && i2 < 57 && i3_o * 8 >= 1 && i3_o * 8 + 7 < 57) {
           tt_store_f32x8(&X_pad[i0_i1 * 3364 + i2 * 58 + i3_o * 8], tt_load_f32x8(&X[i0_i1 * 3136 + i2 * 56 + i3_o * 8 - 57]));
         } else {
-          /* vector tail: lane by lane */
-          for (int i3_i = 0; i3_i < 8; ++i3_i) {
-            if (i3_i + i3_o * 8 < 58) {
-              X_pad[i0_i1 * 3364 + i2 * 58 + i3_i + i3_o * 8] = (i2 >= 1 && i2 < 57 && i3_i + i3_o * 8 >= 1 && i3_i + i3_o * 8 < 57 ? X[i0_i1 * 3136 + i2 * 56 + i3_i + i3_o * 8 - 57] : 0.0f);
-            }
+          /* vector tail: masked */
+          { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i3_o * 8)) < tt_splat_i32x8(58));
+            tt_maskstore_f32x8(&X_pad[i0_i1 * 3364 + i2 * 58 + i3_o * 8], tt_mask, tt_select_f32x8(((tt_splat_i32x8(-(int32_t)(i2 >= 1 && i2 < 57)) & ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i3_o * 8)) >= tt_splat_i32x8(1))) & ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i3_o * 8)) < tt_splat_i32x8(57))), tt_maskload_f32x8(&X[i0_i1 * 3136 + i2 * 56 + i3_o * 8 - 57], tt_mask & ((tt_splat_i32x8(-(int32_t)(i2 >= 1 && i2 < 57)) & ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i3_o * 8)) >= tt_splat_i32x8(1))) & ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i3_o * 8)) < tt_splat_i32x8(57)))), tt_splat_f32x8(0.0f)));
           }
         }
       }

@@ -1,0 +1,129 @@
+"""Masked vector tails: when the tail of a vectorized loop can run as one masked vector operation.
+
+Inside a vectorized loop, ``if c: X[...] = e`` means what it means lane by lane: the lanes where
+``c`` is false neither store nor read. The C printer makes that one masked store (AVX-512 mask
+registers, AVX2 ``maskstore``, a lane-by-lane copy elsewhere) whose reads of memory are masked
+loads, which never touch the memory of inactive lanes. This module decides when a tail can be
+printed that way (`maskable`) and splits a guard into its scalar and per-lane parts
+(`lane_guard`), so the pass, the IR printer and the C printer agree on both.
+"""
+
+from __future__ import annotations
+
+from ..ir.nodes import Store
+from ..ir.simplify import Ranges, linear_coeff, simplify
+from ..te.expr import (
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    Select,
+    TensorRead,
+    Var,
+    free_vars,
+    substitute,
+    walk,
+)
+from .unswitch import conjunction, conjuncts
+
+MASKED_DTYPES = frozenset({"float32", "float64", "int32"})
+"""Element types with masked loads and stores on x86 (4- and 8-byte lanes); bool has none."""
+
+
+def lane_guard(cond: Expr, v: Var) -> tuple[Expr | None, Expr | None]:
+    """``(scalar, lanes)``: the conjuncts of ``cond`` that do not depend on ``v`` (tested once,
+    as an ``if`` around the masked operation) and those that do (the mask); None when empty."""
+    scalar = [a for a in conjuncts(cond) if v not in free_vars(a)]
+    lanes = [a for a in conjuncts(cond) if v in free_vars(a)]
+    return (conjunction(scalar) if scalar else None, conjunction(lanes) if lanes else None)
+
+
+def some_lane(cond: Expr, v: Var, lanes: int, ranges: Ranges) -> list[Expr] | None:
+    """Scalar tests that hold exactly when some lane in ``[0, lanes)`` passes ``cond``'s
+    per-lane conjuncts (each ``±v + e op 0``, so the lanes passing all of them are an interval
+    ``[max L, min U)``: non-empty when every lower bound is below every upper bound), or None
+    when a conjunct has another form. A masked operation runs only under them: then every
+    access the scalar program makes for its active lanes is in bounds, and so are the
+    accesses that do not depend on the lane."""
+    lo: list[Expr] = [Const(0)]
+    hi: list[Expr] = [Const(lanes)]
+    for a in conjuncts(cond):
+        if v not in free_vars(a):
+            continue
+        if not isinstance(a, Compare) or a.op not in ("lt", "le", "gt", "ge"):
+            return None
+        e = simplify(a.a - a.b, ranges)
+        c = linear_coeff(e, v, ranges)
+        if c not in (1, -1):
+            return None
+        e0 = simplify(substitute(e, {v: Const(0)}), ranges)
+        # c*v + e0 op 0, i.e. v op' -c*e0
+        bound = simplify(Const(0) - e0, ranges) if c == 1 else e0
+        op = a.op if c == 1 else {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[a.op]
+        if op == "lt":
+            hi.append(bound)
+        elif op == "le":
+            hi.append(simplify(bound + 1, ranges))
+        elif op == "gt":
+            lo.append(simplify(bound + 1, ranges))
+        else:
+            lo.append(bound)
+    tests: list[Expr] = []
+    for low in lo:
+        for high in hi:
+            t = simplify(Compare("lt", low, high, "bool"), ranges)
+            if not (isinstance(t, Const) and t.value) and t not in tests:
+                tests.append(t)
+    return tests
+
+
+def _flat(buf, idx: tuple[Expr, ...], ranges: Ranges) -> Expr:
+    flat: Expr = Const(0)
+    for i, n in zip(idx, buf.shape, strict=True):
+        flat = flat * n + i
+    return simplify(flat, ranges)
+
+
+def maskable(stores: list[tuple[tuple[Expr, ...], Store]], v: Var, ranges: Ranges) -> str | None:
+    """Why the guarded ``stores`` of a vector tail cannot run masked, or None when they can.
+
+    Every memory access that varies with ``v`` must be contiguous (a masked load or store of
+    consecutive lanes) of an element type with masked forms; a read that does not vary with
+    ``v`` must not hide behind a per-lane padding test (it could be out of bounds when no lane
+    passes); an integer division must not divide by a value a masked-off lane could make 0."""
+    for _, st in stores:
+        why = _access(st.buffer, st.indices, v, ranges, store=True)
+        if why:
+            return why
+        for n in walk(st.value):
+            if isinstance(n, TensorRead):
+                why = _access(n.tensor, n.indices, v, ranges, store=False)
+                if why:
+                    return why
+            if (
+                isinstance(n, Binary)
+                and n.op in ("floordiv", "mod", "div")
+                and n.dtype == "int32"
+                and not isinstance(n.b, Const)
+            ):
+                return "an integer division by a value an inactive lane may make 0"
+            if isinstance(n, Select) and v in free_vars(n.cond):
+                for branch in (n.true_value, n.false_value):
+                    for r in walk(branch):
+                        if (
+                            isinstance(r, TensorRead)
+                            and getattr(r.tensor, "scope", "global") != "register"
+                            and v not in free_vars(r)
+                        ):
+                            return f"a read of {r.tensor.name} under a per-lane test"
+    return None
+
+
+def _access(buf, idx: tuple[Expr, ...], v: Var, ranges: Ranges, store: bool) -> str | None:
+    if buf.dtype not in MASKED_DTYPES:
+        return f"{buf.name} is {buf.dtype}, which has no masked loads and stores"
+    if getattr(buf, "scope", "global") == "register":
+        return None
+    if linear_coeff(_flat(buf, idx, ranges), v, ranges) in (0, 1):
+        return None
+    return f"{'store to' if store else 'read of'} {buf.name} is not contiguous in {v.name}"
