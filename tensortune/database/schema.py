@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 
 from ..errors import DatabaseError
+from .connect import serialize
 from .record import JSON_FIELDS, TuningRecord, canonical_json, current_version, load_json
 
 #: Bump when the table layout changes; `MIGRATIONS` brings older files up to date, and
@@ -42,6 +43,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE records ADD COLUMN space VARCHAR NOT NULL DEFAULT ''",
     ),
 }
+
+#: Keys of the server-wide locks (PostgreSQL advisory locks, see ``connect.serialize``) that
+#: keep tuners starting at once from creating or migrating the tables twice, and imports of
+#: the same records from adding them twice.
+SCHEMA_LOCK = 0x7474_0001
+IMPORT_LOCK = 0x7474_0002
 
 metadata = MetaData()
 
@@ -121,6 +128,8 @@ def from_row(row: Any) -> TuningRecord:
 def prepare_schema(conn: Connection, readonly: bool) -> str | None:
     """Create the tables in an empty database (unless read-only); return why an existing
     one is unusable."""
+    if not readonly:  # several tuners opening a fresh server database at once create it once
+        serialize(conn, SCHEMA_LOCK)
     tables = set(inspect(conn).get_table_names())
     unusable = "move it away or pass another path"
     if meta_table.name not in tables:

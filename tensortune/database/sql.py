@@ -9,15 +9,16 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import random
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Select, create_engine, delete, insert, or_, select, update
+from sqlalchemy import Connection, Select, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ..errors import DatabaseError, RecordWarning
@@ -30,12 +31,16 @@ from .connect import (
     explain,
     printable_location,
     resolve,
+    serialize,
+    server_engine,
     sqlite_engine,
+    transient,
 )
 from .connect import lock_timeout as resolve_lock_timeout
 from .database import Database
 from .record import TuningRecord, rank_configs
 from .schema import (
+    IMPORT_LOCK,
     MIGRATIONS,
     SCHEMA_VERSION,
     claims_table,
@@ -47,6 +52,13 @@ from .schema import (
 )
 
 _IMPORT_CHUNK = 500
+
+#: First and longest pause between retries of a transaction that failed transiently; the
+#: pauses are jittered so tuners that collided once do not collide again in lockstep.
+_RETRY_FIRST = 0.005
+_RETRY_MAX = 0.25
+
+_T = TypeVar("_T")
 
 
 class SQLDatabase(Database):
@@ -84,7 +96,7 @@ class SQLDatabase(Database):
             self._engine = (
                 sqlite_engine(url, readonly, self.lock_timeout)
                 if url.get_backend_name() == "sqlite"
-                else create_engine(url)
+                else server_engine(url, readonly, self.lock_timeout)
             )
         except (SQLAlchemyError, ImportError) as e:  # unknown dialect or driver not installed
             hint = (
@@ -96,8 +108,7 @@ class SQLDatabase(Database):
                 f"cannot open tuning database '{self.location}': {driver_message(e)}{hint}"
             ) from e
         try:
-            with self._begin(write=not readonly) as conn:
-                problem = prepare_schema(conn, readonly)
+            problem = self._retrying(lambda conn: prepare_schema(conn, readonly), not readonly)
         except SQLAlchemyError as e:
             problem = self._explain(e)
         if problem is not None:
@@ -121,16 +132,30 @@ class SQLDatabase(Database):
             with conn.begin():
                 yield conn
 
-    @contextlib.contextmanager
-    def _transaction(self, action: str, write: bool = False) -> Iterator[Connection]:
-        """``_begin`` with driver errors turned into one-line DatabaseErrors."""
+    def _retrying(self, work: Callable[[Connection], _T], write: bool) -> _T:
+        """``work`` in one transaction, run again after a transient failure (see
+        ``connect.transient``) until the lock timeout has passed, so tuners sharing a database
+        never see each other's lock waits or conflicts; ``work`` must be safe to repeat."""
+        deadline = time.monotonic() + self.lock_timeout
+        pause = _RETRY_FIRST
+        while True:
+            try:
+                with self._begin(write) as conn:
+                    return work(conn)
+            except SQLAlchemyError as e:
+                if not transient(e) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause * random.uniform(0.5, 1.5))
+            pause = min(2 * pause, _RETRY_MAX)
+
+    def _run(self, action: str, work: Callable[[Connection], _T], write: bool = False) -> _T:
+        """``_retrying`` with driver errors turned into one-line DatabaseErrors."""
         if self._closed:
             raise DatabaseError(f"tuning database '{self.location}' is closed ({action})")
         if write and self.readonly:
             raise DatabaseError(f"tuning database '{self.location}' is open read-only ({action})")
         try:
-            with self._begin(write) as conn:
-                yield conn
+            return self._retrying(work, write)
         except SQLAlchemyError as e:
             raise DatabaseError(
                 f"tuning database '{self.location}': {action} failed: {self._explain(e)}"
@@ -163,8 +188,7 @@ class SQLDatabase(Database):
 
     def commit_record(self, rec: TuningRecord) -> None:
         row = to_row(rec)
-        with self._transaction("commit_record", write=True) as conn:
-            conn.execute(insert(records_table), row)
+        self._run("commit_record", lambda conn: conn.execute(insert(records_table), row), True)
 
     def has(
         self,
@@ -183,8 +207,7 @@ class SQLDatabase(Database):
             version=version,
             space=space,
         ).limit(1)
-        with self._transaction("has") as conn:
-            return conn.execute(stmt).first() is not None
+        return self._run("has", lambda conn: conn.execute(stmt).first() is not None)
 
     def measured_keys(
         self, workload: str, target: str, *, version: str | None = None, space: str | None = None
@@ -196,8 +219,7 @@ class SQLDatabase(Database):
             version=version,
             space=space,
         ).distinct()
-        with self._transaction("measured_keys") as conn:
-            return set(conn.execute(stmt).scalars())
+        return self._run("measured_keys", lambda conn: set(conn.execute(stmt).scalars()))
 
     def records(
         self,
@@ -211,8 +233,7 @@ class SQLDatabase(Database):
         stmt = self._select(
             workload=workload, target=target, run_id=run_id, version=version, space=space
         ).order_by(records_table.c.id)
-        with self._transaction("records") as conn:
-            rows = conn.execute(stmt).all()
+        rows = self._run("records", lambda conn: conn.execute(stmt).all())
         return [rec for row in rows if (rec := self._load(row)) is not None]
 
     def top_k(
@@ -232,8 +253,7 @@ class SQLDatabase(Database):
             .where(c.error.is_(None), c.seconds.is_not(None))
             .order_by(c.id)
         )
-        with self._transaction("top_k") as conn:
-            rows = list(conn.execute(stmt))
+        rows = self._run("top_k", lambda conn: conn.execute(stmt).all())
         # every row is validated before it ranks: a malformed row (written by another program)
         # is left out with a warning, and its config ranks on its valid measurements
         loaded = [(row.id, rec) for row in rows if (rec := self._load(row)) is not None]
@@ -254,8 +274,7 @@ class SQLDatabase(Database):
     def workloads(self, target: str | None = None) -> list[str]:
         c = records_table.c
         stmt = self._select(c.workload, target=target).distinct().order_by(c.workload)
-        with self._transaction("workloads") as conn:
-            return list(conn.execute(stmt).scalars())
+        return self._run("workloads", lambda conn: list(conn.execute(stmt).scalars()))
 
     def import_records(self, records: Iterable[TuningRecord]) -> int:
         rows: dict[str, dict[str, Any]] = {}  # digest -> row, first occurrence wins
@@ -264,16 +283,21 @@ class SQLDatabase(Database):
             rows.setdefault(row["digest"], row)
         if not rows:
             return 0
-        digests = list(rows)
-        with self._transaction("import", write=True) as conn:
+
+        def add_new(conn: Connection) -> int:
+            serialize(conn, IMPORT_LOCK)  # two imports of one file add it once
+            digests = list(rows)
+            present: set[str] = set()
             for i in range(0, len(digests), _IMPORT_CHUNK):
                 chunk = digests[i : i + _IMPORT_CHUNK]
                 stmt = select(records_table.c.digest).where(records_table.c.digest.in_(chunk))
-                for digest in conn.execute(stmt).scalars():
-                    rows.pop(digest, None)
-            if rows:
-                conn.execute(insert(records_table), list(rows.values()))
-        return len(rows)
+                present.update(conn.execute(stmt).scalars())
+            new = [row for digest, row in rows.items() if digest not in present]
+            if new:
+                conn.execute(insert(records_table), new)
+            return len(new)
+
+        return self._run("import", add_new, write=True)
 
     def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:
         if not owner:
@@ -282,28 +306,28 @@ class SQLDatabase(Database):
             raise DatabaseError(f"a claim needs a finite ttl > 0 seconds, got {ttl!r}")
         c = claims_table.c
         key = (c.workload == workload) & (c.target == target) & (c.config_key == config_key)
-        now = time.time()
-        take = (
-            update(claims_table)
-            .where(key, or_(c.owner == owner, c.expires_at <= now))
-            .values(owner=owner, expires_at=now + ttl)
-        )
-        try:
-            with self._transaction("claim", write=True) as conn:
-                if conn.execute(take).rowcount:
-                    return True
-                if conn.execute(select(c.owner).where(key)).first() is not None:
-                    return False
-                conn.execute(
-                    insert(claims_table).values(
-                        workload=workload,
-                        target=target,
-                        config_key=config_key,
-                        owner=owner,
-                        expires_at=now + ttl,
-                    )
-                )
+
+        def take(conn: Connection) -> bool:
+            now = time.time()  # read on every attempt: a retry must not extend a stale claim
+            renew_or_expired = or_(c.owner == owner, c.expires_at <= now)
+            stmt = update(claims_table).where(key, renew_or_expired)
+            if conn.execute(stmt.values(owner=owner, expires_at=now + ttl)).rowcount:
                 return True
+            if conn.execute(select(c.owner).where(key)).first() is not None:
+                return False
+            conn.execute(
+                insert(claims_table).values(
+                    workload=workload,
+                    target=target,
+                    config_key=config_key,
+                    owner=owner,
+                    expires_at=now + ttl,
+                )
+            )
+            return True
+
+        try:
+            return self._run("claim", take, write=True)
         except DatabaseError as e:
             if isinstance(e.__cause__, IntegrityError):  # a server: another owner inserted first
                 return False
@@ -317,8 +341,7 @@ class SQLDatabase(Database):
             c.config_key == config_key,
             c.owner == owner,
         )
-        with self._transaction("release", write=True) as conn:
-            conn.execute(stmt)
+        self._run("release", lambda conn: conn.execute(stmt), write=True)
 
     def close(self) -> None:
         if not self._closed:

@@ -1,13 +1,13 @@
-"""Shared fixtures: a fresh database per test and a terse record factory.
+"""Shared fixtures: a fresh database per test, on every backend, and a terse record factory.
 
-``db`` is a SQLite file; when ``TENSORTUNE_TEST_DB_URL`` names a server (e.g.
-``postgresql+psycopg2://user@host/db``), every ``db`` test also runs against that server, whose
-tensortune tables are dropped first so each test starts empty.
+``db_location`` (and ``db`` on it) is parametrized: a SQLite file, and an empty database on
+a real PostgreSQL server (see ``postgres``: started from the OS's binaries, or the server
+``TENSORTUNE_TEST_DB_URL`` names; skipped with the reason when there is none, a failure under
+``TENSORTUNE_REQUIRE_POSTGRES=1``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,10 @@ import pytest
 
 from tensortune.database import SQLDatabase, TuningRecord
 
-SERVER_URL = os.environ.get("TENSORTUNE_TEST_DB_URL")
+from .postgres import postgres_server, postgres_url
+
+#: Every backend the database must work on, as ``db_location`` parameters.
+BACKENDS = ("sqlite", "postgresql")
 
 MakeRecord = Callable[..., TuningRecord]
 
@@ -52,22 +55,35 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "nested" / "dir" / "tuning.db"
 
 
-@pytest.fixture(params=["sqlite", "server"] if SERVER_URL else ["sqlite"])
+@pytest.fixture(params=BACKENDS)
 def db_location(request: pytest.FixtureRequest, db_path: Path) -> Path | str:
-    """Where the test's database lives: a SQLite file, or the server with its tables dropped."""
+    """Where the test's database lives: a new SQLite file, or an empty PostgreSQL database."""
     if request.param == "sqlite":
         return db_path
-    from sqlalchemy import MetaData, create_engine
+    return str(request.getfixturevalue("postgres_url"))
 
-    engine = create_engine(SERVER_URL)
-    meta = MetaData()
-    meta.reflect(engine, only=lambda name, _: name in ("records", "meta", "claims"))
-    meta.drop_all(engine)
-    engine.dispose()
-    return SERVER_URL
+
+def execute(location: Path | str, *statements: str) -> list[Any]:
+    """Run raw SQL on a database in one transaction, as another program would (to make an
+    old or damaged layout); the rows of the last statement."""
+    from sqlalchemy import create_engine, text
+
+    url = location if isinstance(location, str) else f"sqlite:///{location}"
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            result = None
+            for statement in statements:
+                result = conn.execute(text(statement))
+            return list(result) if result is not None and result.returns_rows else []
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture
 def db(db_location: Path | str) -> Iterator[SQLDatabase]:
     with SQLDatabase(db_location) as database:
         yield database
+
+
+__all__ = ["BACKENDS", "MakeRecord", "execute", "postgres_server", "postgres_url", "record"]

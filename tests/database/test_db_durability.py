@@ -1,4 +1,4 @@
-"""Crash safety and multi-process use of the SQLite tuning database."""
+"""Crash safety and multi-process use of the tuning database, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ for trial in range(count):
 """
 
 
-def _writer(path: Path, run: str, count: int) -> subprocess.Popen[str]:
+def _writer(location: Path | str, run: str, count: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(path), run, str(count)],
+        [sys.executable, "-c", _WRITER, str(location), run, str(count)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -43,10 +43,9 @@ def _integrity(path: Path) -> str:
         con.close()
 
 
-def test_sigkill_loses_no_committed_record(tmp_path: Path) -> None:
-    path = tmp_path / "tuning.db"
+def test_sigkill_loses_no_committed_record(db_location: Path | str) -> None:
     kill_after = 150
-    proc = _writer(path, "killed", 10**9)
+    proc = _writer(db_location, "killed", 10**9)
     assert proc.stdout is not None
     reported: list[int] = []
     try:
@@ -62,22 +61,22 @@ def test_sigkill_loses_no_committed_record(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert _integrity(path) == "ok"
-    with SQLDatabase(path) as db:
+    if isinstance(db_location, Path):
+        assert _integrity(db_location) == "ok"
+    with SQLDatabase(db_location) as db:
         stored = [r.trial for r in db.records(run_id="killed")]
     assert len(stored) >= len(reported) >= kill_after
     assert set(reported) <= set(stored)
     assert stored == list(range(len(stored)))  # in order, no holes
 
 
-def test_concurrent_writer_processes(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
+def test_concurrent_writer_processes(db_location: Path | str) -> None:
     count = 60
-    procs = [_writer(path, f"run{i}", count) for i in range(3)]
+    procs = [_writer(db_location, f"run{i}", count) for i in range(3)]
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    with SQLDatabase(path) as db:
+    with SQLDatabase(db_location) as db:
         for i in range(3):
             assert [r.trial for r in db.records(run_id=f"run{i}")] == list(range(count))
         assert len(db.measured_keys("conv2d(1,64,56,56)", "cpu")) == 3 * count

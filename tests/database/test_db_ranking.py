@@ -1,19 +1,20 @@
 """One rule for "best": paired records rank by their ratio to the reference, and a version-1
-file (times only) is migrated in place and ranks on the same scale."""
+database (times only) is migrated in place and ranks on the same scale; on every backend."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from tensortune.database import SQLDatabase
 from tensortune.database.sql import SCHEMA_VERSION
 
-from .conftest import MakeRecord
+from .conftest import MakeRecord, execute
 
 
-def test_ratio_ranks_where_absolute_times_drifted(db_path: Path, make_record: MakeRecord) -> None:
-    with SQLDatabase(db_path) as db:
+def test_ratio_ranks_where_absolute_times_drifted(
+    db_location: Path | str, make_record: MakeRecord
+) -> None:
+    with SQLDatabase(db_location) as db:
         # "a" was timed while the host ran fast: a smaller time, but slower than its reference
         db.commit_record(
             make_record(config={"c": "a"}, seconds=1.0e-3, reference_seconds=0.9e-3, ratio=1.11)
@@ -26,8 +27,10 @@ def test_ratio_ranks_where_absolute_times_drifted(db_path: Path, make_record: Ma
     assert best.ratio == 0.8 and best.reference_seconds == 2.0e-3
 
 
-def test_a_config_ranks_by_its_median_ratio(db_path: Path, make_record: MakeRecord) -> None:
-    with SQLDatabase(db_path) as db:
+def test_a_config_ranks_by_its_median_ratio(
+    db_location: Path | str, make_record: MakeRecord
+) -> None:
+    with SQLDatabase(db_location) as db:
         for ratio in (0.7, 1.05, 1.1):  # one lucky draw, then two re-measurements
             db.commit_record(
                 make_record(config={"c": "lucky"}, reference_seconds=1e-3, ratio=ratio)
@@ -39,9 +42,9 @@ def test_a_config_ranks_by_its_median_ratio(db_path: Path, make_record: MakeReco
 
 
 def test_records_timed_alone_rank_on_the_reference_scale(
-    db_path: Path, make_record: MakeRecord
+    db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_path) as db:
+    with SQLDatabase(db_location) as db:
         db.commit_record(
             make_record(config={"c": "paired"}, seconds=1e-3, reference_seconds=2e-3, ratio=0.5)
         )
@@ -50,40 +53,40 @@ def test_records_timed_alone_rank_on_the_reference_scale(
     assert best is not None and best.config == {"c": "alone"}
 
 
-def test_version_1_file_is_migrated_in_place(db_path: Path, make_record: MakeRecord) -> None:
-    with SQLDatabase(db_path) as db:
+def test_version_1_file_is_migrated_in_place(
+    db_location: Path | str, make_record: MakeRecord
+) -> None:
+    with SQLDatabase(db_location) as db:
         db.commit_record(make_record())
-    con = sqlite3.connect(db_path)
-    with con:  # what a version-1 file looked like
-        con.execute("ALTER TABLE records DROP COLUMN space")
-        con.execute("ALTER TABLE records DROP COLUMN ratio")
-        con.execute("ALTER TABLE records DROP COLUMN reference_seconds")
-        con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    con.close()
-    with SQLDatabase(db_path) as db:
+    execute(  # what a version-1 database looked like
+        db_location,
+        "ALTER TABLE records DROP COLUMN space",
+        "ALTER TABLE records DROP COLUMN ratio",
+        "ALTER TABLE records DROP COLUMN reference_seconds",
+        "DROP TABLE claims",
+        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+    )
+    with SQLDatabase(db_location) as db:
         (old,) = db.records()
         db.commit_record(make_record(config={"c": 2}, reference_seconds=1e-3, ratio=0.9))
         assert old.ratio is None and old.seconds == make_record().seconds
         assert len(db.records()) == 2
-    con = sqlite3.connect(db_path)
-    try:
-        version = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    finally:
-        con.close()
-    assert version == (str(SCHEMA_VERSION),)
+        assert db.claim(old.workload, old.target, old.config_key, owner="a", ttl=60)
+    version = execute(db_location, "SELECT value FROM meta WHERE key = 'schema_version'")
+    assert [tuple(row) for row in version] == [(str(SCHEMA_VERSION),)]
 
 
 def test_version_2_records_are_of_the_built_in_space(
-    db_path: Path, make_record: MakeRecord
+    db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_path) as db:
+    with SQLDatabase(db_location) as db:
         db.commit_record(make_record())
-    con = sqlite3.connect(db_path)
-    with con:  # what a version-2 file looked like: no space column
-        con.execute("ALTER TABLE records DROP COLUMN space")
-        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    con.close()
-    with SQLDatabase(db_path) as db:
+    execute(  # what a version-2 database looked like: no space column
+        db_location,
+        "ALTER TABLE records DROP COLUMN space",
+        "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+    )
+    with SQLDatabase(db_location) as db:
         db.commit_record(make_record(config={"c": 2}, space="mine", seconds=1e-4))
         (old,) = db.records(space="")
         assert old.space == "" and old == make_record()
