@@ -8,7 +8,18 @@ from ..ir.nodes import Buffer
 from ..ir.simplify import expr_range
 from ..lower.registers import RegisterNames
 from ..lower.vectorize import flat_offset
-from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Select, TensorRead, Var
+from ..te.expr import (
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Select,
+    Storage,
+    TensorRead,
+    Var,
+)
 from .preamble import scalar_call
 
 _PREC = {"or": 1, "and": 2, "cmp": 3, "add": 4, "sub": 4, "mul": 5, "div": 5, "mod": 5}
@@ -30,7 +41,9 @@ class ExprPrinter:
     def offset(self, buf: Buffer, idx: tuple[Expr, ...]) -> Expr:
         return flat_offset(buf, idx, self.ranges)
 
-    def load(self, buf: Buffer, idx: tuple[Expr, ...]) -> str:
+    def load(self, buf: Storage, idx: tuple[Expr, ...]) -> str:
+        if not isinstance(buf, Buffer):  # lowering replaces every DSL tensor by its Buffer
+            raise LoweringError(f"read of {buf.name!r} was not lowered to a buffer")
         regs = self.registers.get(id(buf))
         if regs is not None:
             return regs.access(tuple(idx), self.ranges, None)

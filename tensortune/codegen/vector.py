@@ -52,6 +52,12 @@ class VectorPrinter(ExprPrinter):
     def line(self, text: str) -> None:  # provided by the statement printer
         raise NotImplementedError
 
+    def active_vec(self) -> tuple[Var, int]:
+        """(lane variable, lanes) of the vectorized loop being printed."""
+        if self.vec is None:
+            raise LoweringError("a vector expression outside a vectorized loop")
+        return self.vec
+
     def use_vec(self, dt: str, lanes: int, func: str | None = None) -> str:
         """The vector type name, recording that its helpers (and ``func``) are needed."""
         if dt == "bool":  # boolean lanes are masks: 0 or -1 in int32 lanes
@@ -85,8 +91,7 @@ class VectorPrinter(ExprPrinter):
     def masked_store(self, cond: Expr, st: Store) -> None:
         """``if cond: st`` on the lanes where ``cond`` holds: its scalar part is an ``if``, its
         per-lane part the mask ``tt_mask`` of a block of its own."""
-        assert self.vec is not None
-        scalar, lanes = lane_guard(cond, self.vec[0])
+        scalar, lanes = lane_guard(cond, self.active_vec()[0])
         if scalar is not None:
             self.line(f"if ({self.expr(scalar)}) {{")
             self.depth += 1
@@ -107,7 +112,7 @@ class VectorPrinter(ExprPrinter):
             if not any("tt_mask" in b for b in body):  # a register tile: its lanes are free
                 self.lines.extend(b[2:] for b in body)
             else:
-                self.line(f"{{ {self.use_vec(want, self.vec[1])} tt_mask = {code};")
+                self.line(f"{{ {self.use_vec(want, self.active_vec()[1])} tt_mask = {code};")
                 self.lines.extend(body)
                 self.line("}")
         if scalar is not None:
@@ -123,8 +128,7 @@ class VectorPrinter(ExprPrinter):
         """Whether every lane's element of ``buf[idx]`` lies inside ``buf`` (a padded panel).
         A masked store runs only when some lane is active (`some_lane`), so an index that does
         not depend on the lane is in bounds, unless a padding test guards the read."""
-        assert self.vec is not None
-        v, lanes = self.vec
+        v, lanes = self.active_vec()
         ranges = {**self.ranges, v: lanes}
         padded = len(self.masks) > (1 if self.masks and self.masks[0][0] == "tt_mask" else 0)
         for i, n in zip(idx, buf.shape, strict=True):
@@ -136,10 +140,10 @@ class VectorPrinter(ExprPrinter):
         return True
 
     def lane(self, off: Expr, k: int) -> Expr:
-        return simplify(substitute(off, {self.vec[0]: Const(k)}), self.ranges)
+        return simplify(substitute(off, {self.active_vec()[0]: Const(k)}), self.ranges)
 
     def vector_store(self, st: Store) -> None:
-        v, lanes = self.vec
+        v, lanes = self.active_vec()
         off = self.offset(st.buffer, st.indices)
         stride = linear_coeff(off, v, self.ranges)
         dt = st.buffer.dtype
@@ -190,7 +194,7 @@ class VectorPrinter(ExprPrinter):
     def vexpr(self, e: Expr, dt: str) -> str:
         """A vector-typed C expression for ``e`` (scalars are splatted)."""
         code, kind = self.vector(e)
-        t = self.use_vec(dt, self.vec[1])
+        t = self.use_vec(dt, self.active_vec()[1])
         if kind == "vec":
             return code
         if dt == "bool":  # a scalar boolean is 0 or 1; a lane mask is 0 or -1
@@ -201,7 +205,7 @@ class VectorPrinter(ExprPrinter):
 
     def vector(self, e: Expr) -> tuple[str, str]:
         """(code, kind): kind is 'vec', 'scalar', or 'mem' (a scalar load that can broadcast)."""
-        v, lanes = self.vec
+        v, lanes = self.active_vec()
         if v not in free_vars(e):
             if isinstance(e, TensorRead) and id(e.tensor) not in self.registers:
                 return self.load(e.tensor, e.indices), "mem"
@@ -269,7 +273,7 @@ class VectorPrinter(ExprPrinter):
             self.masks.pop()
 
     def vector_read(self, buf, idx: tuple[Expr, ...]) -> str:
-        v, lanes = self.vec
+        v, lanes = self.active_vec()
         dt = buf.dtype
         off = self.offset(buf, tuple(idx))
         stride = linear_coeff(off, v, self.ranges)
@@ -296,7 +300,7 @@ class VectorPrinter(ExprPrinter):
         """A lane mask of ``have``-wide elements as one of ``want``-wide elements."""
         if have == want:
             return code
-        return f"__builtin_convertvector({code}, {self.use_vec(want, self.vec[1])})"
+        return f"__builtin_convertvector({code}, {self.use_vec(want, self.active_vec()[1])})"
 
 
 def _mask_of(e: Expr) -> str:

@@ -82,8 +82,8 @@ def format_stmt(s: Stmt | PrimFunc, indent: int = 0) -> str:
                 text += f"\n{pad}else:\n{format_stmt(orelse, indent + 1)}"
             return text
         case Allocate(buf, body):
-            head = f"{pad}alloc {buf.name}: {buf.dtype}{list(buf.shape)} ({buf.scope})"
-            return f"{head}\n{format_stmt(body, indent)}"
+            alloc = f"{pad}alloc {buf.name}: {buf.dtype}{list(buf.shape)} ({buf.scope})"
+            return f"{alloc}\n{format_stmt(body, indent)}"
         case Comment(text):
             return f"{pad}# {text}"
     raise TypeError(s)
