@@ -16,7 +16,6 @@ from .common import (
     db_location,
     detect_target,
     found_by,
-    gflops,
     is_path,
     open_existing,
     print_json,
@@ -117,6 +116,7 @@ def _takes(fn: object, keyword: str) -> bool:
 def cmd_best(args: argparse.Namespace) -> int:
     """Show the best valid configuration of a workload on this target."""
     from ..tuning.apply import tuned_schedule
+    from ..tuning.result import gflops
     from ..workload import workload
 
     wl = workload(args.spec)
@@ -232,6 +232,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """Build the workload with its best tuned schedule (or the default); print C or IR."""
     from ..database import open_database
     from ..tuning.apply import tuned_schedule
+    from ..tuning.result import gflops
     from ..workload import workload
 
     wl = workload(args.spec)

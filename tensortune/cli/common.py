@@ -53,12 +53,6 @@ def detect_target(threads: int | None) -> Any:
     return Target.detect(num_threads=threads)
 
 
-def gflops(flops: float, seconds: float | None) -> float | None:
-    """GFLOP/s of ``flops`` done in ``seconds`` (None when there is no time)."""
-    # TODO(issue 13): the same formula as tensortune.tuning.result.gflops; import that one.
-    return flops / seconds / 1e9 if seconds else None
-
-
 def flops_of(name: str, cache: dict[str, float | None]) -> float | None:
     """FLOPs of a canonical workload name (None if this version cannot parse it)."""
     if name not in cache:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .common import flops_of, gflops, shown
+from .common import flops_of, shown
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -130,6 +130,8 @@ def print_tune_summary(out: Any, result: Any, location: str, strategy: str) -> N
 def history_table(records: list[Any], location: str) -> Any:
     """A rich Table of measurements; workload and target columns only when they vary."""
     from rich.table import Table
+
+    from ..tuning.result import gflops
 
     flops: dict[str, float | None] = {}
     names = {r.workload for r in records}

@@ -87,7 +87,9 @@ def _cost_models() -> str:
     return ", ".join(COST_MODELS)
 
 
-def _command(sub: argparse._SubParsersAction, name: str, summary: str, details: str):
+def _command(
+    sub: argparse._SubParsersAction, name: str, summary: str, details: str
+) -> argparse.ArgumentParser:
     """A subcommand whose --help gives the summary, what it prints and the exit status."""
     return sub.add_parser(
         name,

@@ -16,8 +16,9 @@ import re
 import time
 from typing import Any
 
+from ..tuning.result import gflops
 from ..version import __version__
-from .common import flops_of, found_by, gflops
+from .common import flops_of, found_by
 from .format import fmt_config, fmt_gflops, fmt_seconds
 
 _CSS = """\

@@ -85,8 +85,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
     factors, which fusion then inlines into its producer."""
     inits = dict(graph.initializers)
     producers, consumers = graph.producers(), graph.consumers()
-    nodes = list(graph.nodes)
-    for index, node in enumerate(nodes):
+    nodes: list[Node | None] = list(graph.nodes)
+    for index, node in enumerate(graph.nodes):  # ``nodes`` changes only just before returning
         if node.op != "BatchNormalization":
             continue
         if not all(i in inits for i in node.inputs[1:5]):
@@ -104,6 +104,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
                 w = w * scale.reshape(-1, *[1] * (w.ndim - 1))
             else:  # Gemm: output columns are weight columns (rows with transB)
                 w = w * (scale.reshape(-1, 1) if prev.attr("transB", 0) else scale.reshape(1, -1))
+            bias: np.ndarray | float
             if prev.op == "Gemm" and has_bias:
                 beta_c = prev.attr("beta", 1.0)
                 bias = np.broadcast_to(inits[prev.inputs[2]] * beta_c, (scale.size,))
@@ -121,16 +122,16 @@ def fold_batchnorm(graph: Graph) -> Graph:
                 attrs=prev_attrs,
             )
             nodes[nodes.index(prev)] = folded
-            nodes[index] = None  # type: ignore[call-overload]
+            nodes[index] = None
             return fold_batchnorm(
                 graph.replace(nodes=tuple(n for n in nodes if n), initializers=inits)
             )
         rank = len(graph.values[x].shape) if x in graph.values else 4
         shape = (-1, *[1] * (rank - 2))
-        dtype = graph.values[x].dtype if x in graph.values else "float32"
+        x_dtype = graph.values[x].dtype if x in graph.values else "float32"
         s_name, t_name, mid = f"{node.name}/scale", f"{node.name}/shift", f"{node.name}/scaled"
-        inits[s_name] = scale.reshape(shape).astype(dtype)
-        inits[t_name] = shift.reshape(shape).astype(dtype)
+        inits[s_name] = scale.reshape(shape).astype(x_dtype)
+        inits[t_name] = shift.reshape(shape).astype(x_dtype)
         mul = Node("Mul", f"{node.name}/mul", (x, s_name), (mid,))
         add = Node("Add", f"{node.name}/add", (mid, t_name), node.outputs[:1])
         nodes[index : index + 1] = [mul, add]

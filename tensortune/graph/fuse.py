@@ -100,7 +100,13 @@ def fuse(graph: Graph) -> list[Group]:
     return _split_escapes(graph, [Group(tuple(g)) for g in groups])
 
 
-def _target(graph, node, owner, groups, consts) -> int | None:
+def _target(
+    graph: Graph,
+    node: Node,
+    owner: dict[str, int],
+    groups: list[list[Node]],
+    consts: set[str],
+) -> int | None:
     """The group an elementwise node joins, or None to start its own."""
     if node.op not in ELEMENTWISE:
         return None

@@ -4,17 +4,19 @@ elementwise computes on the anchor's result, so the generated C computes them in
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from .. import ops, te
 from ..te import Expr, Tensor
+from ..te.expr import as_expr
 from .errors import ModelError
 from .ir import Graph, Node
 from .reference import optional_ints, pool_geometry
 
 Arg = Tensor | float
+Args = list[Arg | None]  # a node's operands; None for an omitted optional input
 ARITHMETIC: dict[str, Callable[..., Expr]] = {
     "Add": lambda p, q: p + q,
     "Sub": lambda p, q: p - q,
@@ -42,6 +44,22 @@ def _read(v: Arg, idx: tuple[Expr, ...]) -> Expr | float:
     return v[tuple(te.const(0) if n == 1 else i for i, n in zip(tail, v.shape, strict=True))]
 
 
+def _given(node: Node, a: Args, i: int) -> Arg:
+    """Operand ``i``, which the op requires."""
+    v = a[i]
+    if v is None:
+        raise _unsupported(node, f"input {i} is missing")
+    return v
+
+
+def _tensor(node: Node, a: Args, i: int) -> Tensor:
+    """Operand ``i``, which must be a tensor (not a constant folded to a scalar)."""
+    v = a[i]
+    if not isinstance(v, Tensor):
+        raise _unsupported(node, f"input {i} must be a tensor")
+    return v
+
+
 def _elementwise(name: str, shape: tuple[int, ...], fn: Callable[..., Expr], *args: Arg) -> Tensor:
     def body(*i: Expr) -> Expr:
         return fn(*(_read(a, i) for a in args))
@@ -55,7 +73,7 @@ def _scalar(node: Node, v: Arg, what: str) -> float:
     return float(v)
 
 
-def _pow(name: str, shape, x: Arg, y: Arg) -> Tensor:
+def _pow(name: str, shape: tuple[int, ...], x: Arg, y: Arg) -> Tensor:
     if not isinstance(y, Tensor):
         if y == 2.0:
             return _elementwise(name, shape, lambda a: a * a, x)
@@ -84,15 +102,13 @@ def _gelu(node: Node, x: Tensor, name: str) -> Tensor:
     )
 
 
-def lower_elementwise(
-    node: Node, shape: tuple[int, ...], a: list[Arg], dtype: str, name: str
-) -> Tensor:
+def lower_elementwise(node: Node, shape: tuple[int, ...], a: Args, dtype: str, name: str) -> Tensor:
     """An elementwise node over ``shape`` (broadcasting its operands)."""
     op = node.op
     if op in ARITHMETIC:
         if not any(isinstance(v, Tensor) for v in a[:2]):
             raise _unsupported(node, "both operands are constants")
-        return _elementwise(name, shape, ARITHMETIC[op], a[0], a[1])
+        return _elementwise(name, shape, ARITHMETIC[op], _given(node, a, 0), _given(node, a, 1))
     simple: dict[str, Callable[[Expr], Expr]] = {
         "Relu": lambda v: te.max(v, te.const(0, v.dtype)),
         "Sigmoid": te.sigmoid,
@@ -108,18 +124,18 @@ def lower_elementwise(
         "Cast": lambda v: te.cast(v, dtype),
     }
     if op in simple:
-        return _elementwise(name, shape, simple[op], a[0])
+        return _elementwise(name, shape, simple[op], _given(node, a, 0))
     if op == "HardSigmoid":
         alpha, beta = node.attr("alpha", 0.2), node.attr("beta", 0.5)
-        return _elementwise(name, shape, lambda v: _hardsigmoid(v, alpha, beta), a[0])
+        return _elementwise(name, shape, lambda v: _hardsigmoid(v, alpha, beta), _given(node, a, 0))
     if op == "Clip":
         lo = _scalar(node, a[1], "min") if len(a) > 1 and a[1] is not None else -BIG
         hi = _scalar(node, a[2], "max") if len(a) > 2 and a[2] is not None else BIG
-        return ops.clip(a[0], lo, hi, name=f"{name}_clip")
+        return ops.clip(_tensor(node, a, 0), lo, hi, name=f"{name}_clip")
     if op == "Gelu":
-        return _gelu(node, a[0], name)
+        return _gelu(node, _tensor(node, a, 0), name)
     if op == "Pow":
-        return _pow(name, shape, a[0], a[1])
+        return _pow(name, shape, _given(node, a, 0), _given(node, a, 1))
     logical: dict[str, Callable[..., Expr]] = {
         "Equal": te.eq,
         "Less": lambda p, q: p < q,
@@ -130,30 +146,47 @@ def lower_elementwise(
         "Or": lambda p, q: p | q,
     }
     if op in logical:
-        return _elementwise(name, shape, logical[op], a[0], a[1])
+        return _elementwise(name, shape, logical[op], _given(node, a, 0), _given(node, a, 1))
     if op == "Not":
-        return _elementwise(name, shape, lambda v: ~v, a[0])
+        return _elementwise(name, shape, lambda v: ~v, _given(node, a, 0))
     if op == "Where":
-        return _elementwise(name, shape, lambda c, x, y: te.select(c, x, y), *a[:3])
+        return _elementwise(
+            name, shape, lambda c, x, y: te.select(c, x, y), *(_given(node, a, k) for k in range(3))
+        )
     raise _unsupported(node, "no lowering")
 
 
 def lower_anchor(
-    graph: Graph, node: Node, a: list[Arg], consts: dict[str, np.ndarray], name: str
+    graph: Graph, node: Node, a: Args, consts: Mapping[str, np.ndarray], name: str
 ) -> Tensor:
     """The anchor of a group (anything but an elementwise op) as DSL computes."""
     op, out = node.op, graph.values[node.outputs[0]].shape
-    x = a[0]
+    if op == "Concat":
+        return ops.concat(
+            [v for v in a if isinstance(v, Tensor)], node.attr("axis"), name=f"{name}_concat"
+        )
+    if op == "Expand":
+        v = _given(node, a, 0)  # may be a scalar constant
+        return te.compute(
+            out, lambda *i: as_expr(_read(v, i)), name=f"{name}_expand", tag="transform"
+        )
+    x = _tensor(node, a, 0)
     if op == "Conv":
-        w = a[1]
+        w = _tensor(node, a, 1)
         kernel = w.shape[2:]
         strides, dil, begin, end = pool_geometry(node, graph.values[node.inputs[0]].shape, kernel)
         pads = (begin[0], begin[1], end[0], end[1])
         y = ops.conv2d(
-            x, w, tuple(strides), pads, tuple(dil), node.attr("group", 1), name=f"{name}_conv"
+            x,
+            w,
+            (strides[0], strides[1]),
+            pads,
+            (dil[0], dil[1]),
+            node.attr("group", 1),
+            name=f"{name}_conv",
         )
         return (
-            ops.bias_add(y, a[2], axis=1, name=f"{name}_bias")
+            ops.bias_add(y, _tensor(node, a, 2), axis=1, name=f"{name}_bias")
             if len(a) > 2 and a[2] is not None
             else y
         )
@@ -161,9 +194,9 @@ def lower_anchor(
         if node.attr("transA", 0):
             x = ops.transpose(x, name=f"{name}_a_t")
         y = (
-            ops.dense(x, a[1], name=f"{name}_dense")
+            ops.dense(x, _tensor(node, a, 1), name=f"{name}_dense")
             if node.attr("transB", 0)
-            else ops.matmul(x, a[1], name=f"{name}_matmul")
+            else ops.matmul(x, _tensor(node, a, 1), name=f"{name}_matmul")
         )
         if node.attr("alpha", 1.0) != 1.0:
             y = ops.mul(y, float(node.attr("alpha")), name=f"{name}_alpha")
@@ -176,7 +209,7 @@ def lower_anchor(
                 y = ops.add(y, c, name=f"{name}_bias")
         return y
     if op == "MatMul":
-        b = a[1]
+        b = _tensor(node, a, 1)
         if x.ndim == 2 and b.ndim == 2:
             return ops.matmul(x, b, name=f"{name}_matmul")
         if x.ndim == 3 and b.ndim == 3 and x.shape[0] == b.shape[0]:
@@ -189,13 +222,17 @@ def lower_anchor(
             raise _unsupported(node, "dilated pooling")
         pads = (begin[0], begin[1], end[0], end[1])
         if op == "MaxPool":
-            return ops.max_pool2d(x, tuple(kernel), tuple(strides), pads, name=f"{name}_maxpool")
+            return ops.max_pool2d(
+                x, tuple(kernel), (strides[0], strides[1]), pads, name=f"{name}_maxpool"
+            )
         if node.attr("count_include_pad", 0) and any(pads):
             if node.attr("ceil_mode", 0):
                 raise _unsupported(node, "count_include_pad with ceil_mode")
             x = ops.pad(x, (0, 0, pads[0], pads[1]), (0, 0, pads[2], pads[3]), name=f"{name}_pad")
             pads = (0, 0, 0, 0)
-        return ops.avg_pool2d(x, tuple(kernel), tuple(strides), pads, name=f"{name}_avgpool")
+        return ops.avg_pool2d(
+            x, tuple(kernel), (strides[0], strides[1]), pads, name=f"{name}_avgpool"
+        )
     if op == "GlobalAveragePool":
         return ops.global_avg_pool(x, name=f"{name}_gap")
     if op == "ReduceMean":
@@ -211,25 +248,18 @@ def lower_anchor(
     if op == "LayerNormalization":  # over the last axis of x (several axes arrive as one)
         if len([o for o in node.outputs if o]) > 1:
             raise _unsupported(node, "the Mean / InvStdDev outputs")
-        gamma = a[1]
-        gamma, beta = a[1], a[2]
-        if not isinstance(gamma, Tensor) or not isinstance(beta, Tensor) or beta.ndim != 1:
+        gamma, shift = a[1], a[2]
+        if not isinstance(gamma, Tensor) or not isinstance(shift, Tensor) or shift.ndim != 1:
             raise _unsupported(node, "scale and bias must be 1-D tensors")
-        return ops.layer_norm(x, gamma, beta, node.attr("epsilon", 1e-5), name=f"{name}_ln")
+        return ops.layer_norm(x, gamma, shift, node.attr("epsilon", 1e-5), name=f"{name}_ln")
     if op == "BatchNormalization":
-        return _batchnorm(node, x, a[1:5], name)
+        return _batchnorm(node, x, [_given(node, a, k) for k in range(1, 5)], name)
     if op == "Transpose":
         return ops.transpose(x, node.attr("perm"), name=f"{name}_transpose")
-    if op == "Concat":
-        return ops.concat(
-            [v for v in a if isinstance(v, Tensor)], node.attr("axis"), name=f"{name}_concat"
-        )
     if op == "Slice":
         return _slice(graph, node, x, consts, name)
     if op == "Gather":
-        return _gather(node, x, a[1], out, name)
-    if op == "Expand":
-        return te.compute(out, lambda *i: _read(x, i), name=f"{name}_expand", tag="transform")
+        return _gather(node, x, _given(node, a, 1), out, name)
     raise _unsupported(node, "no lowering")
 
 
@@ -248,7 +278,9 @@ def _batchnorm(node: Node, x: Tensor, params: list[Arg], name: str) -> Tensor:
     return te.compute(x.shape, body, name=f"{name}_bn", tag="elementwise")
 
 
-def _slice(graph: Graph, node: Node, x: Tensor, consts: dict[str, np.ndarray], name: str) -> Tensor:
+def _slice(
+    graph: Graph, node: Node, x: Tensor, consts: Mapping[str, np.ndarray], name: str
+) -> Tensor:
     args = [consts.get(i) if i else None for i in node.inputs]
     starts, ends = optional_ints(node, "starts", args, 1), optional_ints(node, "ends", args, 2)
     if starts is None or ends is None:
@@ -277,15 +309,17 @@ def _gather(node: Node, x: Tensor, index: Arg, out: tuple[int, ...], name: str) 
         k = int(index) % x.shape[axis]
 
         def pick(*i: Expr) -> Expr:
-            return x[(*i[:axis], te.const(k), *i[axis:])]
+            at = (*i[:axis], te.const(k), *i[axis:])
+            return x[at]
 
         return te.compute(out, pick, name=f"{name}_gather", tag="transform")
     n = index.ndim
 
     def body(*i: Expr) -> Expr:
-        j = index[i[axis : axis + n]]
-        j = te.select(j < 0, j + x.shape[axis], j)
-        return x[(*i[:axis], j, *i[axis + n :])]
+        raw = index[i[axis : axis + n]]
+        j = te.select(raw < 0, raw + x.shape[axis], raw)
+        at = (*i[:axis], j, *i[axis + n :])
+        return x[at]
 
     return te.compute(out, body, name=f"{name}_gather", tag="transform")
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..backend import arg_specs, backend_for
 from ..errors import EnvironmentFailure, TensorTuneError
 from ..schedule import Schedule
+from ..space import DesignSpace
 from ..space.registry import design_space
 from ..space.template import generic_space
 from ..target import Target
@@ -65,7 +66,7 @@ def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
         record, schedule = tuned_schedule(wl, db, target)
         return schedule, record is not None
 
-    def default(space) -> tuple[Schedule, bool]:
+    def default(space: DesignSpace) -> tuple[Schedule, bool]:
         return space.schedule(space.default), False
 
     attempts = [tuned] if db is not None else [lambda: default(design_space(wl, target))]
@@ -93,7 +94,9 @@ class CompiledModel:
     """``model(x)`` for a single-input model (or ``model(x, y, ...)`` in input order) returns
     the output array (a tuple for several); ``model.run({name: array})`` returns a dict."""
 
-    def __init__(self, graph: Graph, name: str, calls: list[Call], memory: MemoryPlan, **built):
+    def __init__(
+        self, graph: Graph, name: str, calls: list[Call], memory: MemoryPlan, **built: Any
+    ):
         self.graph = graph
         self.name = name  # the C prefix of the library's symbols
         self.memory = memory  # arena bytes (memory.size) against no reuse (memory.unplanned)
@@ -260,7 +263,9 @@ def compile_model(
     )
 
 
-def _layout(graph: Graph, plan: list, units: dict[str, KernelUnit], memory: MemoryPlan):
+def _layout(
+    graph: Graph, plan: list[Lowered | Group], units: dict[str, KernelUnit], memory: MemoryPlan
+) -> tuple[dict[str, Place], dict[str, np.ndarray], list[Call]]:
     """Where each value lives, the weights the kernels read (in first-use order) and the
     kernel calls in order."""
     places: dict[str, Place] = {

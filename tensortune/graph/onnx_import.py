@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -55,7 +55,7 @@ SUPPORTED = frozenset(ATTRIBUTES) | {"Constant"}
 """Every ONNX operator (default domain) ``from_onnx`` accepts."""
 
 
-def _onnx():
+def _onnx() -> Any:  # the onnx module (untyped)
     try:
         import onnx
     except ImportError as exc:
@@ -143,7 +143,7 @@ def _unsupported(what: str, op: str, name: str) -> ModelError:
     )
 
 
-def _load(onnx, model: Any):
+def _load(onnx: Any, model: Any) -> Any:  # an onnx.ModelProto
     if isinstance(model, onnx.ModelProto):
         proto = model
     else:
@@ -165,7 +165,7 @@ def _load(onnx, model: Any):
     return proto
 
 
-def _check_opset(proto) -> None:
+def _check_opset(proto: Any) -> None:
     for opset in proto.opset_import:
         if opset.domain in ("", "ai.onnx") and not MIN_OPSET <= opset.version <= MAX_OPSET:
             raise ModelError(
@@ -174,14 +174,14 @@ def _check_opset(proto) -> None:
             )
 
 
-def _array(onnx, tensor) -> np.ndarray:
+def _array(onnx: Any, tensor: Any) -> np.ndarray:
     try:
         return np.array(onnx.numpy_helper.to_array(tensor))
     except Exception as exc:
         raise ModelError(f"cannot read initializer '{tensor.name}': {exc}") from None
 
 
-def _attr(onnx, attribute) -> Any:
+def _attr(onnx: Any, attribute: Any) -> Any:
     value = onnx.helper.get_attribute_value(attribute)
     if isinstance(value, bytes):
         return value.decode()
@@ -209,7 +209,7 @@ def _constant(attrs: dict[str, Any], name: str) -> np.ndarray:
     )
 
 
-def _input_info(onnx, value, shapes: Mapping[str, Sequence[int]]) -> ValueInfo:
+def _input_info(onnx: Any, value: Any, shapes: Mapping[str, Sequence[int]]) -> ValueInfo:
     tensor = value.type.tensor_type
     dtype = onnx_dtype(tensor.elem_type)
     dims = [
@@ -225,13 +225,18 @@ def _input_info(onnx, value, shapes: Mapping[str, Sequence[int]]) -> ValueInfo:
                 f"shapes['{value.name}'] = {given} does not fit the model's input shape {dims}"
             )
         return ValueInfo(value.name, given, dtype)
-    if not tensor.HasField("shape") or not all(isinstance(d, int) for d in dims):
-        shown = dims if tensor.HasField("shape") else "unknown"
-        raise ModelError(
-            f"input '{value.name}' has symbolic dimensions {shown}: give concrete shapes, "
-            f"e.g. from_onnx(path, shapes={{'{value.name}': (1, ...)}})"
-        )
-    return ValueInfo(value.name, tuple(dims), dtype)
+    if tensor.HasField("shape") and _concrete(dims):
+        return ValueInfo(value.name, tuple(dims), dtype)
+    shown = dims if tensor.HasField("shape") else "unknown"
+    raise ModelError(
+        f"input '{value.name}' has symbolic dimensions {shown}: give concrete shapes, "
+        f"e.g. from_onnx(path, shapes={{'{value.name}': (1, ...)}})"
+    )
+
+
+def _concrete(dims: list[int | str]) -> TypeGuard[list[int]]:
+    """Whether every dimension is a number (not a symbolic name)."""
+    return all(isinstance(d, int) for d in dims)
 
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED", "from_onnx", "onnx_dtype"]

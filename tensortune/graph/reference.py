@@ -21,6 +21,14 @@ except ImportError:  # pragma: no cover
     _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def _req(a: Arrays, i: int) -> np.ndarray:
+    """Input ``i``, which the op requires (run_node reports a missing one as a ModelError)."""
+    x = a[i]
+    if x is None:
+        raise TypeError(f"required input {i} is missing")
+    return x
+
+
 def erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(_erf(x)).astype(x.dtype)
 
@@ -34,7 +42,9 @@ def optional_ints(node: Node, key: str, args: Arrays, index: int) -> list[int] |
     return None
 
 
-def pool_geometry(node: Node, shape: Sequence[int], kernel: Sequence[int]):
+def pool_geometry(
+    node: Node, shape: Sequence[int], kernel: Sequence[int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
     """(strides, dilations, pads_begin, pads_end) of a Conv or pool node over NC+spatial
     ``shape``, with auto_pad and ceil_mode turned into explicit (end) padding."""
     n = len(kernel)
@@ -64,7 +74,15 @@ def pool_geometry(node: Node, shape: Sequence[int], kernel: Sequence[int]):
     return strides, dilations, begin, end
 
 
-def _windows(x: np.ndarray, kernel, strides, dilations, begin, end, fill: float) -> np.ndarray:
+def _windows(
+    x: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    end: Sequence[int],
+    fill: float,
+) -> np.ndarray:
     """[N, C, P, Q, R, S] view of the (padded) windows of ``x``."""
     width = [(0, 0), (0, 0), *zip(begin, end, strict=True)]
     x = np.pad(x, width, constant_values=fill)
@@ -74,7 +92,7 @@ def _windows(x: np.ndarray, kernel, strides, dilations, begin, end, fill: float)
 
 
 def _conv(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, w, b = a[0], a[1], a[2] if len(a) > 2 else None
+    x, w, b = _req(a, 0), _req(a, 1), a[2] if len(a) > 2 else None
     if x.ndim != 4:
         raise ModelError(
             f"Conv '{node.name}': only 2-D convolutions are supported, got {x.ndim - 2}-D"
@@ -94,14 +112,14 @@ def _conv(node: Node, a: Arrays) -> list[np.ndarray]:
 
 
 def _maxpool(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, kernel = a[0], node.attr("kernel_shape")
+    x, kernel = _req(a, 0), node.attr("kernel_shape")
     strides, dil, begin, end = pool_geometry(node, x.shape, kernel)
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     return [_windows(x, kernel, strides, dil, begin, end, lowest).max(axis=(-2, -1))]
 
 
 def _avgpool(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, kernel = a[0], node.attr("kernel_shape")
+    x, kernel = _req(a, 0), node.attr("kernel_shape")
     strides, dil, begin, end = pool_geometry(node, x.shape, kernel)
     total = _windows(x, kernel, strides, dil, begin, end, 0.0).sum(axis=(-2, -1))
     real = np.ones((1, 1, *x.shape[2:]), x.dtype)
@@ -116,7 +134,7 @@ def _avgpool(node: Node, a: Arrays) -> list[np.ndarray]:
 
 
 def _gemm(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, w = a[0], a[1]
+    x, w = _req(a, 0), _req(a, 1)
     x = x.T if node.attr("transA", 0) else x
     w = w.T if node.attr("transB", 0) else w
     y = node.attr("alpha", 1.0) * (x @ w)
@@ -126,14 +144,14 @@ def _gemm(node: Node, a: Arrays) -> list[np.ndarray]:
 
 
 def _batchnorm(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, scale, bias, mean, var = a[:5]
+    x, scale, bias, mean, var = (_req(a, i) for i in range(5))
     shape = (1, -1) + (1,) * (x.ndim - 2)
     inv = scale / np.sqrt(var + node.attr("epsilon", 1e-5))
     return [(x * inv.reshape(shape) + (bias - mean * inv).reshape(shape)).astype(x.dtype)]
 
 
 def _softmax(node: Node, a: Arrays) -> list[np.ndarray]:
-    x = a[0]
+    x = _req(a, 0)
     axis = node.attr("axis", -1)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return [e / e.sum(axis=axis, keepdims=True)]
@@ -141,7 +159,7 @@ def _softmax(node: Node, a: Arrays) -> list[np.ndarray]:
 
 def _layernorm(node: Node, a: Arrays) -> list[np.ndarray]:
     """Y, and the Mean and InvStdDev outputs (float32, reduced axes kept as size 1)."""
-    x, scale = a[0], a[1]
+    x, scale = _req(a, 0), _req(a, 1)
     axis = node.attr("axis", -1) % x.ndim
     axes = tuple(range(axis, x.ndim))
     mean = x.mean(axis=axes, keepdims=True)
@@ -156,15 +174,16 @@ def _layernorm(node: Node, a: Arrays) -> list[np.ndarray]:
 def _clip(node: Node, a: Arrays) -> list[np.ndarray]:
     lo = node.attr("min", a[1] if len(a) > 1 and a[1] is not None else -np.inf)
     hi = node.attr("max", a[2] if len(a) > 2 and a[2] is not None else np.inf)
-    return [np.clip(a[0], lo, hi).astype(a[0].dtype)]
+    x = _req(a, 0)
+    return [np.clip(x, lo, hi).astype(x.dtype)]
 
 
 def _gelu(node: Node, a: Arrays) -> list[np.ndarray]:
-    x = a[0]
+    x = _req(a, 0)
     if node.attr("approximate", "none") == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
         return [(0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)]
-    return [(0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype)]
+    return [(0.5 * x * (1 + erf(np.asarray(x / math.sqrt(2))))).astype(x.dtype)]
 
 
 def _hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
@@ -174,27 +193,28 @@ def _hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
 def _reduce_mean(node: Node, a: Arrays) -> list[np.ndarray]:
     axes = optional_ints(node, "axes", a, 1) or None  # empty: every axis
     keep = bool(node.attr("keepdims", 1))
+    x = _req(a, 0)
     if axes is None and node.attr("noop_with_empty_axes", 0):
-        return [a[0]]
+        return [x]
     axis = None if axes is None else tuple(axes)
-    return [a[0].mean(axis=axis, keepdims=keep).astype(a[0].dtype)]
+    return [x.mean(axis=axis, keepdims=keep).astype(x.dtype)]
 
 
 def _reshape(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, shape = a[0], [int(v) for v in a[1]]
+    x, shape = _req(a, 0), [int(v) for v in _req(a, 1)]
     if not node.attr("allowzero", 0):
         shape = [x.shape[d] if v == 0 else v for d, v in enumerate(shape)]
     return [x.reshape(shape)]
 
 
 def _flatten(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, axis = a[0], node.attr("axis", 1)
+    x, axis = _req(a, 0), node.attr("axis", 1)
     axis = axis + x.ndim if axis < 0 else axis
     return [x.reshape(int(np.prod(x.shape[:axis])), -1)]
 
 
 def _split(node: Node, a: Arrays) -> list[np.ndarray]:
-    x, axis = a[0], node.attr("axis", 0)
+    x, axis = _req(a, 0), node.attr("axis", 0)
     sizes = optional_ints(node, "split", a, 1)
     if sizes is None:
         n = len(node.outputs)
@@ -204,11 +224,13 @@ def _split(node: Node, a: Arrays) -> list[np.ndarray]:
 
 
 def _slice(node: Node, a: Arrays) -> list[np.ndarray]:
-    x = a[0]
+    x = _req(a, 0)
     starts, ends = optional_ints(node, "starts", a, 1), optional_ints(node, "ends", a, 2)
+    if starts is None or ends is None:
+        raise TypeError("Slice needs starts and ends")
     axes = optional_ints(node, "axes", a, 3) or list(range(len(starts)))
     steps = optional_ints(node, "steps", a, 4) or [1] * len(starts)
-    index = [slice(None)] * x.ndim
+    index: list[slice] = [slice(None)] * x.ndim
     for s, e, ax, st in zip(starts, ends, axes, steps, strict=True):
         index[ax] = slice(s, e, st)
     return [x[tuple(index)]]
@@ -216,38 +238,49 @@ def _slice(node: Node, a: Arrays) -> list[np.ndarray]:
 
 def _squeeze(node: Node, a: Arrays) -> list[np.ndarray]:
     axes = optional_ints(node, "axes", a, 1)
-    return [np.squeeze(a[0], axis=None if axes is None else tuple(axes))]
+    return [np.squeeze(_req(a, 0), axis=None if axes is None else tuple(axes))]
 
 
 def _unsqueeze(node: Node, a: Arrays) -> list[np.ndarray]:
     axes = optional_ints(node, "axes", a, 1)
-    rank = a[0].ndim + len(axes)
-    return [np.expand_dims(a[0], tuple(sorted(ax % rank for ax in axes)))]
+    if axes is None:
+        raise TypeError("Unsqueeze needs axes")
+    x = _req(a, 0)
+    rank = x.ndim + len(axes)
+    return [np.expand_dims(x, tuple(sorted(ax % rank for ax in axes)))]
 
 
 def _shape(node: Node, a: Arrays) -> list[np.ndarray]:
-    dims = a[0].shape[node.attr("start", 0) : node.attr("end", None)]
+    dims = _req(a, 0).shape[node.attr("start", 0) : node.attr("end", None)]
     return [np.array(dims, dtype=np.int64)]
 
 
 def _cast(node: Node, a: Arrays) -> list[np.ndarray]:
     from .onnx_import import onnx_dtype
 
-    return [a[0].astype(onnx_dtype(node.attr("to")))]
+    return [_req(a, 0).astype(onnx_dtype(node.attr("to")))]
 
 
 def _constant_of_shape(node: Node, a: Arrays) -> list[np.ndarray]:
     value = node.attr("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
-    return [np.full([int(v) for v in a[0]], value.reshape(-1)[0], dtype=value.dtype)]
+    return [np.full([int(v) for v in _req(a, 0)], value.reshape(-1)[0], dtype=value.dtype)]
 
 
 def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> OpFn:
-    return lambda node, a: [np.asarray(fn(a[0])).astype(a[0].dtype)]
+    def op(node: Node, a: Arrays) -> list[np.ndarray]:
+        x = _req(a, 0)
+        return [np.asarray(fn(x)).astype(x.dtype)]
+
+    return op
 
 
 def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpFn:
-    return lambda node, a: [np.asarray(fn(a[0], a[1])).astype(np.result_type(a[0], a[1]))]
+    def op(node: Node, a: Arrays) -> list[np.ndarray]:
+        x, y = _req(a, 0), _req(a, 1)
+        return [np.asarray(fn(x, y)).astype(np.result_type(x, y))]
+
+    return op
 
 
 def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -259,55 +292,63 @@ def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 OPS: dict[str, OpFn] = {
     "Conv": _conv,
     "Gemm": _gemm,
-    "MatMul": lambda n, a: [np.matmul(a[0], a[1])],
+    "MatMul": lambda n, a: [np.matmul(_req(a, 0), _req(a, 1))],
     "Add": _binary(np.add),
     "Sub": _binary(np.subtract),
     "Mul": _binary(np.multiply),
     "Div": _binary(_div),
-    "Pow": lambda n, a: [np.power(a[0], a[1]).astype(a[0].dtype)],
+    "Pow": lambda n, a: [np.power(_req(a, 0), _req(a, 1)).astype(_req(a, 0).dtype)],
     "Relu": _unary(lambda x: np.maximum(x, 0)),
     "Clip": _clip,
     "Sigmoid": _unary(lambda x: 1 / (1 + np.exp(-x))),
     "Tanh": _unary(np.tanh),
     "Erf": _unary(erf),
     "Gelu": _gelu,
-    "HardSigmoid": lambda n, a: [_hardsigmoid(a[0], n.attr("alpha", 0.2), n.attr("beta", 0.5))],
-    "HardSwish": lambda n, a: [a[0] * _hardsigmoid(a[0], 1 / 6, 0.5)],
+    "HardSigmoid": lambda n, a: [
+        _hardsigmoid(_req(a, 0), n.attr("alpha", 0.2), n.attr("beta", 0.5))
+    ],
+    "HardSwish": lambda n, a: [_req(a, 0) * _hardsigmoid(_req(a, 0), 1 / 6, 0.5)],
     "Sqrt": _unary(np.sqrt),
     "Exp": _unary(np.exp),
     "Neg": _unary(np.negative),
     "Reciprocal": _unary(lambda x: 1 / x),
-    "Where": lambda n, a: [np.where(a[0], a[1], a[2])],
-    "Equal": lambda n, a: [np.equal(a[0], a[1])],
-    "Less": lambda n, a: [np.less(a[0], a[1])],
-    "Greater": lambda n, a: [np.greater(a[0], a[1])],
-    "LessOrEqual": lambda n, a: [np.less_equal(a[0], a[1])],
-    "GreaterOrEqual": lambda n, a: [np.greater_equal(a[0], a[1])],
-    "Not": lambda n, a: [np.logical_not(a[0])],
-    "And": lambda n, a: [np.logical_and(a[0], a[1])],
-    "Or": lambda n, a: [np.logical_or(a[0], a[1])],
+    "Where": lambda n, a: [np.where(_req(a, 0), _req(a, 1), _req(a, 2))],
+    "Equal": lambda n, a: [np.equal(_req(a, 0), _req(a, 1))],
+    "Less": lambda n, a: [np.less(_req(a, 0), _req(a, 1))],
+    "Greater": lambda n, a: [np.greater(_req(a, 0), _req(a, 1))],
+    "LessOrEqual": lambda n, a: [np.less_equal(_req(a, 0), _req(a, 1))],
+    "GreaterOrEqual": lambda n, a: [np.greater_equal(_req(a, 0), _req(a, 1))],
+    "Not": lambda n, a: [np.logical_not(_req(a, 0))],
+    "And": lambda n, a: [np.logical_and(_req(a, 0), _req(a, 1))],
+    "Or": lambda n, a: [np.logical_or(_req(a, 0), _req(a, 1))],
     "Expand": lambda n, a: [
-        np.broadcast_to(a[0], np.broadcast_shapes(a[0].shape, tuple(int(v) for v in a[1]))).copy()
+        np.broadcast_to(
+            _req(a, 0), np.broadcast_shapes(_req(a, 0).shape, tuple(int(v) for v in _req(a, 1)))
+        ).copy()
     ],
     "Cast": _cast,
-    "Identity": lambda n, a: [a[0]],
-    "Dropout": lambda n, a: [a[0], np.ones(a[0].shape, bool)],  # inference: all kept
+    "Identity": lambda n, a: [np.asarray(a[0])],
+    "Dropout": lambda n, a: [_req(a, 0), np.ones(_req(a, 0).shape, bool)],  # inference: all kept
     "BatchNormalization": _batchnorm,
     "MaxPool": _maxpool,
     "AveragePool": _avgpool,
-    "GlobalAveragePool": lambda n, a: [a[0].mean(axis=(2, 3), keepdims=True)],
+    "GlobalAveragePool": lambda n, a: [_req(a, 0).mean(axis=(2, 3), keepdims=True)],
     "ReduceMean": _reduce_mean,
     "Flatten": _flatten,
     "Reshape": _reshape,
-    "Transpose": lambda n, a: [np.transpose(a[0], n.attr("perm"))],
+    "Transpose": lambda n, a: [np.transpose(_req(a, 0), n.attr("perm"))],
     "Softmax": _softmax,
     "LayerNormalization": _layernorm,
-    "Concat": lambda n, a: [np.concatenate(a, axis=n.attr("axis"))],
+    "Concat": lambda n, a: [
+        np.concatenate([_req(a, i) for i in range(len(a))], axis=n.attr("axis"))
+    ],
     "Split": _split,
     "Slice": _slice,
     "Squeeze": _squeeze,
     "Unsqueeze": _unsqueeze,
-    "Gather": lambda n, a: [np.take(a[0], a[1].astype(np.int64), axis=n.attr("axis", 0))],
+    "Gather": lambda n, a: [
+        np.take(_req(a, 0), _req(a, 1).astype(np.int64), axis=n.attr("axis", 0))
+    ],
     "Shape": _shape,
     "ConstantOfShape": _constant_of_shape,
 }

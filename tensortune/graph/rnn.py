@@ -5,6 +5,8 @@ Slice, Sigmoid, Tanh, Mul and Add, which fusion groups into a few kernels per st
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .errors import ModelError
@@ -33,14 +35,17 @@ class _Emitter:
     """New nodes and constants, named after the LSTM node."""
 
     def __init__(self, node: Node, initializers: dict[str, np.ndarray]):
-        self.node, self.inits, self.nodes, self.count = node, initializers, [], 0
+        self.node, self.inits, self.count = node, initializers, 0
+        self.nodes: list[Node] = []
 
     def const(self, label: str, array: np.ndarray) -> str:
         name = f"{self.node.name}/{label}"
         self.inits[name] = array
         return name
 
-    def op(self, op: str, inputs: list[str], label: str, out: str | None = None, **attrs) -> str:
+    def op(
+        self, op: str, inputs: list[str], label: str, out: str | None = None, **attrs: Any
+    ) -> str:
         self.count += 1
         name = out or f"{self.node.name}/{label}"
         self.nodes.append(
@@ -49,7 +54,9 @@ class _Emitter:
         return name
 
 
-def _direction(e: _Emitter, node: Node, d: int, seq: int, hidden: int, reverse: bool):
+def _direction(
+    e: _Emitter, node: Node, d: int, seq: int, hidden: int, reverse: bool
+) -> tuple[str, str, str]:
     """One direction ``d`` of the LSTM: (Y [seq, 1, batch, H], last h, last c) values."""
     x, w, r, b, _, h0, c0, _ = list(node.inputs) + [""] * (8 - len(node.inputs))
     inits = e.inits

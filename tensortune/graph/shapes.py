@@ -112,9 +112,11 @@ def _broadcast(node: Node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         ) from None
 
 
-def _window_shape(node: Node, x: tuple[int, ...], kernel: list[int], out_ch: int):
+def _window_shape(
+    node: Node, x: tuple[int, ...], kernel: list[int], out_ch: int
+) -> tuple[int, ...]:
     strides, dil, begin, end = pool_geometry(node, x, kernel)
-    spatial = []
+    spatial: list[int] = []
     for d, k in enumerate(kernel):
         size = (x[2 + d] + begin[d] + end[d] - dil[d] * (k - 1) - 1) // strides[d] + 1
         if size <= 0:
@@ -135,43 +137,56 @@ def _matmul_shape(node: Node, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[i
     return out
 
 
-def infer_node(node: Node, known: Known, consts: dict[str, np.ndarray]):
+def _given(node: Node, shape: list[tuple[int, ...] | None], i: int) -> tuple[int, ...]:
+    """The shape of input ``i``, which the op requires."""
+    s = shape[i]
+    if s is None:
+        raise ModelError(f"{node.op} node '{node.name}': required input {i} is missing")
+    return s
+
+
+def infer_node(
+    node: Node, known: Known, consts: dict[str, np.ndarray]
+) -> list[tuple[tuple[int, ...], str]]:
     """[(shape, dtype)] of a node's outputs from its inputs' (shape, dtype)."""
     shape = [known[i][0] if i else None for i in node.inputs]
     dtype = known[node.inputs[0]][1]
+    x = _given(node, shape, 0)
     op = node.op
     if op == "LayerNormalization":
-        axis = node.attr("axis", -1) % len(shape[0])
-        stats = (*shape[0][:axis], *[1] * (len(shape[0]) - axis))
-        return [(shape[0], dtype), (stats, "float32"), (stats, "float32")]
+        axis = node.attr("axis", -1) % len(x)
+        stats = (*x[:axis], *[1] * (len(x) - axis))
+        return [(x, dtype), (stats, "float32"), (stats, "float32")]
     if op == "Dropout":
-        return [(shape[0], dtype), (shape[0], "bool")]
+        return [(x, dtype), (x, "bool")]
     if op in UNARY:
-        return [(shape[0], dtype)]
+        return [(x, dtype)]
     if op == "Cast":
         from .onnx_import import onnx_dtype
 
-        return [(shape[0], onnx_dtype(node.attr("to")))]
+        return [(x, onnx_dtype(node.attr("to")))]
     if op in BINARY:
-        return [(_broadcast(node, shape[:2]), dtype)]
+        return [(_broadcast(node, [x, _given(node, shape, 1)]), dtype)]
     if op in LOGICAL:
         return [(_broadcast(node, [s for s in shape if s is not None]), "bool")]
     if op == "Where":
-        return [(_broadcast(node, shape[:3]), known[node.inputs[1]][1])]
+        return [
+            (_broadcast(node, [_given(node, shape, k) for k in range(3)]), known[node.inputs[1]][1])
+        ]
     if op == "Conv":
-        w = shape[1]
-        if shape[0][1] != w[1] * node.attr("group", 1):
+        w = _given(node, shape, 1)
+        if x[1] != w[1] * node.attr("group", 1):
             raise ModelError(
-                f"Conv node '{node.name}': input channels {shape[0][1]} != weight channels "
+                f"Conv node '{node.name}': input channels {x[1]} != weight channels "
                 f"{w[1]} x group {node.attr('group', 1)}"
             )
-        return [(_window_shape(node, shape[0], list(w[2:]), w[0]), dtype)]
+        return [(_window_shape(node, x, list(w[2:]), w[0]), dtype)]
     if op in ("MaxPool", "AveragePool"):
-        return [(_window_shape(node, shape[0], node.attr("kernel_shape"), shape[0][1]), dtype)]
+        return [(_window_shape(node, x, node.attr("kernel_shape"), x[1]), dtype)]
     if op == "GlobalAveragePool":
-        return [((*shape[0][:2], 1, 1), dtype)]
+        return [((*x[:2], 1, 1), dtype)]
     if op == "Gemm":
-        a, b = shape[0], shape[1]
+        a, b = x, _given(node, shape, 1)
         m = a[1] if node.attr("transA", 0) else a[0]
         ka = a[0] if node.attr("transA", 0) else a[1]
         kb, n = (b[1], b[0]) if node.attr("transB", 0) else b
@@ -179,7 +194,7 @@ def infer_node(node: Node, known: Known, consts: dict[str, np.ndarray]):
             raise ModelError(f"Gemm node '{node.name}': inner dimensions differ: {a} x {b}")
         return [((m, n), dtype)]
     if op == "MatMul":
-        return [(_matmul_shape(node, shape[0], shape[1]), dtype)]
+        return [(_matmul_shape(node, x, _given(node, shape, 1)), dtype)]
     for pos in SHAPING_INPUTS.get(op, ()):
         if pos < len(node.inputs) and node.inputs[pos] and node.inputs[pos] not in consts:
             raise ModelError(

@@ -61,7 +61,7 @@ class Task:
         return self.workload.flops
 
 
-def _operand_shape(graph: Graph, group: Group, node: Node, pos: int, value: str):
+def _operand_shape(graph: Graph, group: Group, node: Node, pos: int, value: str) -> tuple[int, ...]:
     """The shape a group reads ``value`` in: its own, or reshaped into the anchor's space."""
     shape = graph.values[value].shape
     anchor = group.anchor
@@ -133,10 +133,10 @@ def lower_group(graph: Graph, group: Group) -> Lowered:
     result = env[group.output]
     key = hashlib.sha256(repr(described).encode()).hexdigest()[:16]
     ops = "+".join(n.op for n in group.nodes)
-    shape = "x".join(map(str, graph.values[group.output].shape))
+    dims = "x".join(map(str, graph.values[group.output].shape))
     inputs = tuple(by_binding[b] for b in bindings.values())
     workload = Workload(
-        f"graph:{ops}:{shape}:{key}",
+        f"graph:{ops}:{dims}:{key}",
         _space_op(graph, anchor),
         (("key", key),),
         inputs,
