@@ -52,10 +52,10 @@ BARS = {
     "matmul:M=128,N=3072,K=768": ("best peer", 0.9),
     "matmul:M=128,N=768,K=3072": ("best peer", 0.9),
     "matmul:M=1,N=4096,K=4096": ("bandwidth bound", 0.8),
-    "depthwise_conv2d": ("torch", 1.1),
-    "conv2d": ("torch", 0.9),
-    "softmax": ("torch", 1.1),
-    "layernorm": ("torch", 1.1),
+    "depthwise_conv2d": ("pytorch", 1.1),
+    "conv2d": ("pytorch", 0.9),
+    "softmax": ("pytorch", 1.1),
+    "layernorm": ("pytorch", 1.1),
 }
 # What TVM MetaSchedule reached on this machine after 512 trials (shared/anchors.md).
 TVM_AFTER_512 = {
@@ -108,7 +108,7 @@ def main() -> None:
     common.limit_threads(args.threads)
     target = tt.Target.detect(num_threads=args.threads)
     print(f"target: {target}   numpy: {common.openblas_info()}", flush=True)
-    peer_names = ["numpy", "torch", "onnxruntime"]
+    peer_names = ["numpy", "pytorch", "onnxruntime"]
     specs = [s for s in SUITE if args.only in s]
     gbs = None
     if any(bar_for(s) and bar_for(s)[0] == "bandwidth bound" for s in specs):

@@ -1,8 +1,8 @@
 """The peers a report compares a winner with: NumPy, and PyTorch and ONNX Runtime when they are
 importable, each given the workload's inputs, checked against the NumPy reference, then timed.
 
-A small copy of what ``benchmarks/peers.py`` does (the benchmarks are not part of the package):
-peers are timed by ``perf_counter`` around their Python call, a block of calls long enough that
+The benchmarks use the same peers (``benchmarks/peers.py`` re-exports `peers_for`); here they are
+timed by ``perf_counter`` around their Python call, a block of calls long enough that
 the call overhead does not count, best median of a few blocks.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 Peer = Callable[[], Any]
+_CONVS = ("conv2d", "depthwise_conv2d")
 
 
 def peers_for(wl: Any, inputs: list[np.ndarray], threads: int) -> dict[str, Peer]:
@@ -116,9 +117,12 @@ def _torch(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) -> Pee
     call: Peer | None = None
     if op in ("matmul", "batch_matmul") and epilogue is None:
         call = lambda: torch.matmul(t[0], t[1])  # noqa: E731
+    elif op == "matmul" and epilogue in ("bias+gelu", "bias+relu"):
+        act = F.gelu if epilogue == "bias+gelu" else F.relu
+        call = lambda: act(torch.addmm(t[2], t[0], t[1]))  # noqa: E731
     elif op == "dense" and epilogue is None:
         call = lambda: F.linear(t[0], t[1])  # noqa: E731
-    elif op == "conv2d" and params["layout"] == "NCHW" and epilogue is None:
+    elif op in _CONVS and params["layout"] == "NCHW" and epilogue is None:
         kw = {"stride": params["stride"], "padding": params["pad"]}
         kw |= {"dilation": params["dilation"], "groups": params["groups"]}
         call = lambda: F.conv2d(t[0], t[1], **kw)  # noqa: E731
@@ -149,7 +153,7 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
         return None
     if op in ("matmul", "batch_matmul"):
         node = "MatMul"
-    elif op == "conv2d" and params["layout"] == "NCHW":
+    elif op in _CONVS and params["layout"] == "NCHW":
         s, p, d = params["stride"], params["pad"], params["dilation"]
         node = "Conv"
         attrs = {"strides": [s, s], "pads": [p] * 4, "dilations": [d, d]}
