@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..te.expr import Expr, children, rebuild
+from ..te.expr import Expr
 from .nodes import Allocate, For, IfThen, Seq, Stmt, Store, seq
 
 
@@ -68,14 +68,6 @@ def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
         return None
 
     return rewrite(s, post)
-
-
-def rewrite_expr(e: Expr, post: Callable[[Expr], Expr | None]) -> Expr:
-    """Post-order rewrite of an expression: children first, then ``post`` (None keeps it)."""
-    kids = children(e)
-    node = rebuild(e, tuple(rewrite_expr(k, post) for k in kids)) if kids else e
-    out = post(node)
-    return node if out is None else out
 
 
 def walk_exprs(s: Stmt) -> Iterator[Expr]:

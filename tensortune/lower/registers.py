@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, Stmt, Store, seq
 from ..ir.simplify import linear_coeff, simplify
-from ..ir.visit import map_exprs, rewrite_expr, stmt_children, with_stmt_children
-from ..te.expr import Const, Expr, TensorRead, free_vars, substitute, walk
+from ..ir.visit import map_exprs, stmt_children, with_stmt_children
+from ..te.expr import Const, Expr, TensorRead, free_vars, rewrite, substitute, walk
 from .vectorize import flat_offset
 
 
@@ -117,7 +117,7 @@ def _rebind(s: Stmt, old: Buffer, new: Buffer) -> Stmt:
     """``s`` with every access to ``old`` made to ``new``."""
 
     def expr(e: Expr) -> Expr:
-        return rewrite_expr(
+        return rewrite(
             e,
             lambda x: (
                 TensorRead(new, x.indices)

@@ -23,7 +23,7 @@ from ..errors import LoweringError
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, Seq, Stmt, Store, seq
 from ..ir.printer import format_expr
 from ..ir.simplify import Ranges, linear_coeff, simplify
-from ..ir.visit import rewrite_expr, stmt_children, with_stmt_children
+from ..ir.visit import stmt_children, with_stmt_children
 from ..te.expr import (
     Binary,
     Compare,
@@ -34,6 +34,7 @@ from ..te.expr import (
     Var,
     free_vars,
     reduce_identity,
+    rewrite,
     substitute,
     walk,
 )
@@ -285,4 +286,4 @@ def _drop_selects(e: Expr, conds: dict[Expr, None], ranges: Ranges) -> Expr:
             return x.true_value
         return None
 
-    return rewrite_expr(e, post)
+    return rewrite(e, post)
