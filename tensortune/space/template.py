@@ -20,8 +20,6 @@ from ..te.expr import TensorRead, walk
 from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
 
-VECTOR_REGISTERS = {"avx512": 32, "avx2": 16, "sse4": 16, "generic": 16}
-
 
 @dataclass(frozen=True)
 class DesignSpace:
@@ -50,7 +48,8 @@ def lanes_for(target: Target, dtype: str = "float32") -> int:
 
 
 def vector_registers(target: Target) -> int:
-    return VECTOR_REGISTERS.get(target.isa, 16)
+    """Architectural vector registers: what a register tile may hold (the target's table)."""
+    return target.vector_registers
 
 
 def common_knobs() -> list[Knob]:
