@@ -62,6 +62,11 @@ class CostModel(ABC):
     rows with a workload id so that costs are compared only within a workload.
     """
 
+    #: The leading feature columns a prior inside the model was trained on: non-empty means
+    #: ``predict`` ranks configs before any ``fit`` (a pretrained model), and the search must
+    #: give it rows that start with these columns.
+    prior_features: tuple[str, ...] = ()
+
     def __init__(self) -> None:
         self._features: np.ndarray | None = None
         self._costs: np.ndarray | None = None
@@ -120,6 +125,16 @@ class CostModel(ABC):
     @abstractmethod
     def predict(self, features: np.ndarray) -> np.ndarray:
         """One score per row; higher means predicted faster."""
+
+    def _rows(self, features: np.ndarray, fitted: bool) -> np.ndarray:
+        """``features`` as a 2-D float array, after the checks every trained model's
+        ``predict`` makes (``fitted``: it has been trained)."""
+        if not fitted:
+            raise RuntimeError(f"{type(self).__name__}.predict called before fit")
+        x = np.asarray(features, dtype=np.float64)
+        if x.ndim != 2:
+            raise ValueError(f"features must be 2-D (rows, columns), got shape {x.shape}")
+        return x
 
     @abstractmethod
     def _get_state(self) -> dict[str, Any]:

@@ -9,297 +9,75 @@ So each config is scheduled and lowered (a few milliseconds, cached per config) 
 hottest store is described by a fixed-length vector. The register block around that store is
 its trailing unrolled and vectorized loops; where lowering has already unrolled them into copies
 of the store (the program as it runs), the copies in the same loops count as one block. The
-knob encoding is appended so nothing the IR cannot show (e.g. compiler flags) is lost. Configs
-that fail to schedule or lower get NaN loop features, which tree models treat as missing.
+loop features are followed by per-access summaries and the target's own features: together
+they are ``TRANSFERABLE_FEATURES``, which mean the same for every template and machine, so a
+model trained on them (the pretrained prior) ranks configs of workloads it never saw. Within
+one run the knob encoding is appended (``LoopNestFeatures``) so nothing the IR cannot show
+(e.g. compiler flags) is lost; knobs mean nothing to another template, so they never enter the
+transferable set. Configs that fail to schedule or lower get NaN for every program feature,
+which tree models treat as missing. ``docs/cost_model_features.md`` documents every column.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import TensorTuneError
-from ..ir.nodes import Allocate, For, IfThen, PrimFunc, Seq, Stmt, Store
-from ..ir.simplify import to_linear
+from ..ir.nodes import PrimFunc
 from ..lower import lower
 from ..space import Config
 from ..space.template import DesignSpace
-from ..te.expr import Binary, Call, Expr, TensorRead, Var, walk
+from .access_features import ACCESS_FEATURES, TARGET_FEATURES, access_features, target_features
+from .loop_nest import LOOP_FEATURES, _site_features, hottest_block, loop_nest_features
 
-_ARITH = frozenset({"add", "sub", "mul", "div", "truediv", "min", "max"})
+__all__ = [
+    "ACCESS_FEATURES",
+    "LOOP_FEATURES",
+    "PROGRAM_FEATURES",
+    "TARGET_FEATURES",
+    "TRANSFERABLE_FEATURES",
+    "LoopNestFeatures",
+    "loop_nest_features",
+    "program_features",
+    "transferable_features",
+]
 
-#: Loop-nest feature names, in column order (the knob encoding follows them).
-LOOP_FEATURES: tuple[str, ...] = (
-    "log_work_ratio",  # log2(arithmetic the nest performs / the workload's useful flops)
-    "log_exec",  # log2 executions of the hottest store (vector lanes counted once each)
-    "vector_lanes",
-    "log_block_size",  # log2 scalar iterations in the unrolled/vectorized register block
-    "accumulator_vectors",  # register-scope vectors the block keeps live
-    "fma_per_load",  # vector ops in the block per distinct non-register load
-    "vector_loads",  # distinct contiguous vector loads per block
-    "broadcasts",  # distinct loads that do not depend on the vector lane
-    "gathers",  # loads that move with the lane at a stride other than 1 or 2
-    "guards_in_block",  # guards between the hot serial loop and the store
-    "guards_total",
-    "log_hot_stride_max",  # log2 bytes between consecutive hot-loop iterations, worst access
-    "log_hot_stride_min",
-    "hot_loop_extent",
-    "log_l1_traffic_per_flop",  # log2 bytes refetched from L2 into L1 per useful flop
-    "log_l2_traffic_per_flop",  # log2 bytes refetched from memory into L2 per useful flop
-    "log_outer_trips",  # log2 trips of the loops around the hot serial loop
-    "log_parallel_extent",
-    "parallel_imbalance",  # ceil(extent / threads) * threads / extent; threads when serial
-    "loop_depth",
-    "n_stores",
-    "log_other_exec_ratio",  # log2 executions of every other store / the hottest one's
-    "log_temp_bytes",  # heap temporaries (e.g. a materialised pad)
-)
+#: Features of the lowered program: NaN together when a config cannot be built.
+PROGRAM_FEATURES: tuple[str, ...] = LOOP_FEATURES + ACCESS_FEATURES
+
+#: Columns that mean the same for every template and target, in order: no knob encoding.
+TRANSFERABLE_FEATURES: tuple[str, ...] = PROGRAM_FEATURES + TARGET_FEATURES
 
 
-@dataclass(frozen=True)
-class _Access:
-    """One buffer access: element size, flat coefficient per loop variable, irregular vars."""
-
-    scope: str
-    itemsize: int
-    coeffs: dict[Var, int]
-    irregular: frozenset[Var]
-
-    def depends(self, var: Var) -> bool:
-        return var in self.irregular or self.coeffs.get(var, 0) != 0
-
-
-@dataclass(frozen=True)
-class _StoreSite:
-    loops: tuple[For, ...]
-    guards: tuple[int, ...]  # loop depth at which each enclosing guard sits
-    write: _Access
-    reads: tuple[_Access, ...]
-    ops: int
-    write_key: str  # the buffer and index expressions: equal keys are the same element(s)
-    read_keys: tuple[str, ...]
-
-    @property
-    def n_block(self) -> int:
-        """How many trailing loops (unrolled or vectorized) form the register block."""
-        n = 0
-        while n < len(self.loops) and self.loops[-1 - n].kind in ("unrolled", "vectorized"):
-            n += 1
-        return n
-
-    @property
-    def block_key(self) -> tuple[object, ...]:
-        """Stores with equal keys are copies in one register block: the same loops outside
-        the block (the same loop objects) and the same buffer written."""
-        outer = self.loops[: len(self.loops) - self.n_block]
-        return (*(id(lp) for lp in outer), self.write_key.split("[", 1)[0])
-
-
-def _is_arith(e: Expr) -> bool:
-    """A floating-point operation (index arithmetic is int32 and does not count)."""
-    arith = (isinstance(e, Binary) and e.op in _ARITH) or isinstance(e, Call)
-    return arith and e.dtype.startswith("float")
-
-
-def _itemsize(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
-
-
-def _access(buffer, indices: Sequence[Expr]) -> _Access:
-    """Flatten a row-major access into per-variable element strides."""
-    coeffs: dict[Var, int] = {}
-    irregular: set[Var] = set()
-    stride = 1
-    for extent, index in zip(reversed(buffer.shape), reversed(tuple(indices)), strict=True):
-        terms, _ = to_linear(index, {})
-        for atom, k in terms.items():
-            if isinstance(atom, Var):
-                coeffs[atom] = coeffs.get(atom, 0) + k * stride
-            else:
-                irregular.update(n for n in walk(atom) if isinstance(n, Var))
-        stride *= extent
-    scope = getattr(buffer, "scope", "global")
-    return _Access(scope, _itemsize(buffer.dtype), coeffs, frozenset(irregular))
-
-
-def _store_sites(body: Stmt) -> list[_StoreSite]:
-    """Every store with its enclosing loops and guards, in program order."""
-    out: list[_StoreSite] = []
-
-    def visit(s: Stmt, loops: tuple[For, ...], guards: tuple[int, ...]) -> None:
-        match s:
-            case For():
-                visit(s.body, (*loops, s), guards)
-            case Seq():
-                for x in s.stmts:
-                    visit(x, loops, guards)
-            case IfThen():
-                visit(s.body, loops, (*guards, len(loops)))
-            case Allocate():
-                visit(s.body, loops, guards)
-            case Store():
-                nodes = list(walk(s.value))
-                read_nodes = [n for n in nodes if isinstance(n, TensorRead)]
-                reads = tuple(_access(n.tensor, n.indices) for n in read_nodes)
-                ops = sum(1 for n in nodes if _is_arith(n))
-                write = _access(s.buffer, s.indices)
-                out.append(
-                    _StoreSite(
-                        loops,
-                        guards,
-                        write,
-                        reads,
-                        ops,
-                        _key(s.buffer, s.indices),
-                        tuple(_key(n.tensor, n.indices) for n in read_nodes),
-                    )
-                )
-
-    visit(body, (), ())
-    return out
-
-
-def _key(buffer: object, indices: Sequence[Expr]) -> str:
-    return f"{getattr(buffer, 'name', '?')}[{', '.join(repr(i) for i in indices)}]"
-
-
-def _log2(x: float) -> float:
-    return math.log2(x) if x > 0 else 0.0
-
-
-def _footprint(accesses: Sequence[_Access], loops: Sequence[For]) -> float:
-    """Bytes the accesses touch over all iterations of ``loops`` (no overlap detection)."""
-    total = 0.0
-    for a in accesses:
-        n = math.prod(lp.extent for lp in loops if a.depends(lp.var))
-        total += n * a.itemsize
-    return total
-
-
-def _traffic(accesses: Sequence[_Access], loops: Sequence[For], cache_bytes: int) -> float:
-    """Bytes fetched into a cache of ``cache_bytes``: the outermost loop level whose working
-    set fits is loaded once per trip of the loops around it."""
-    for depth in range(len(loops)):
-        foot = _footprint(accesses, loops[depth:])
-        if foot <= cache_bytes:
-            return math.prod(lp.extent for lp in loops[:depth]) * foot
-    return math.prod(lp.extent for lp in loops) * _footprint(accesses, ())
-
-
-def _distinct(group: Sequence[_StoreSite]) -> list[_Access]:
-    """The non-register reads of a block's copies: all of the first copy's, and those of the
-    other copies that no earlier copy made (a value reused across copies is loaded once)."""
-    seen: set[str] = set()
-    out: list[_Access] = []
-    for k, site in enumerate(group):
-        for access, key in zip(site.reads, site.read_keys, strict=True):
-            if access.scope != "register" and (k == 0 or key not in seen):
-                out.append(access)
-            seen.add(key)
-    return out
-
-
-def _site_features(
-    group: Sequence[_StoreSite], others: Sequence[_StoreSite], func: PrimFunc, design: DesignSpace
-) -> list[float]:
-    target, flops = design.target, max(design.workload.flops, 1.0)
-    site, copies = group[0], len(group)
-    loops = site.loops
-    n_block = site.n_block
-    block, outer = loops[len(loops) - n_block :], loops[: len(loops) - n_block]
-    vec = next((lp for lp in reversed(block) if lp.kind == "vectorized"), None)
-    lanes = vec.extent if vec else 1
-    block_size = copies * math.prod(lp.extent for lp in block)
-    memory = _distinct(group)
-    writes = list({s.write_key: s.write for s in group}.values())
-    vector_loads = broadcasts = gathers = 0
-    for a in memory:
-        distinct = math.prod(lp.extent for lp in block if a.depends(lp.var))
-        if vec is not None and a.depends(vec.var):
-            # unit stride: one load per vector; stride 2: two loads and a shuffle (codegen)
-            step = abs(a.coeffs.get(vec.var, 0)) if vec.var not in a.irregular else 0
-            contiguous = step in (1, 2)
-            vector_loads += step * distinct // lanes if contiguous else 0
-            gathers += 0 if contiguous else 1
-        else:
-            broadcasts += distinct
-    accumulators = 0
-    if site.write.scope == "register":
-        per_copy = math.prod(lp.extent for lp in block if site.write.depends(lp.var)) // lanes
-        accumulators = len(writes) * per_copy
-    hot = outer[-1] if outer else None
-    strides = [
-        abs(a.coeffs.get(hot.var, 0)) * a.itemsize
-        for a in (*site.reads, site.write)
-        if hot is not None and a.depends(hot.var)
-    ] or [0]
-    accesses = [*memory, *writes]
-    exec_scalar = copies * math.prod(lp.extent for lp in loops)
-    work = sum(s.ops * math.prod(lp.extent for lp in s.loops) for s in (*group, *others))
-    parallel = next((lp for lp in loops if lp.kind == "parallel"), None)
-    threads = max(target.num_threads, 1)
-    p_ext = parallel.extent if parallel else 1
-    other_exec = sum(math.prod(lp.extent for lp in s.loops) for s in others)
-    temp_bytes = sum(b.size * _itemsize(b.dtype) for b in func.temporaries)
-    return [
-        _log2(work / flops),
-        _log2(exec_scalar / lanes),
-        float(lanes),
-        _log2(block_size),
-        float(accumulators),
-        (block_size / lanes) / max(vector_loads + broadcasts + gathers, 1),
-        float(vector_loads),
-        float(broadcasts),
-        float(gathers),
-        float(sum(1 for g in site.guards if g >= len(outer))),
-        float(len(site.guards)),
-        _log2(max(strides)),
-        _log2(min(strides)),
-        float(hot.extent if hot else 1),
-        _log2(_traffic(accesses, loops, target.l1d_bytes) / flops),
-        _log2(_traffic(accesses, loops, target.l2_bytes) / flops),
-        _log2(math.prod(lp.extent for lp in outer[:-1])),
-        _log2(p_ext),
-        math.ceil(p_ext / threads) * threads / p_ext if parallel else float(threads),
-        float(len(loops)),
-        float(len(others) + 1),
-        _log2(other_exec / max(exec_scalar, 1)) if other_exec else -30.0,
-        _log2(temp_bytes),
-    ]
-
-
-def loop_nest_features(func: PrimFunc, design: DesignSpace) -> np.ndarray:
-    """``LOOP_FEATURES`` of a lowered kernel: its hottest store (most arithmetic) in context."""
-    sites = _store_sites(func.body)
-    if not sites:
-        return np.full(len(LOOP_FEATURES), np.nan)
-    blocks: dict[tuple[object, ...], list[_StoreSite]] = {}
-    for site in sites:
-        blocks.setdefault(site.block_key, []).append(site)
-    groups = list(blocks.values())
-    cost = [sum(s.ops * math.prod(lp.extent for lp in s.loops) for s in g) for g in groups]
-    hottest = groups[int(np.argmax(cost))]
-    others = [s for s in sites if all(s is not h for h in hottest)]
-    return np.array(_site_features(hottest, others, func, design), dtype=np.float64)
+def program_features(func: PrimFunc, design: DesignSpace) -> np.ndarray:
+    """``PROGRAM_FEATURES`` of a lowered kernel (NaN for a kernel without stores)."""
+    found = hottest_block(func)
+    if found is None:
+        return np.full(len(PROGRAM_FEATURES), np.nan)
+    group, others = found
+    row = _site_features(group, others, func, design) + access_features(group, func, design)
+    return np.array(row, dtype=np.float64)
 
 
 class LoopNestFeatures:
-    """``features(configs) -> matrix`` for ``ModelBasedSearch``: lowered-loop features + knobs.
+    """``features(configs) -> matrix`` for ``ModelBasedSearch``: ``TRANSFERABLE_FEATURES`` then
+    the knob encoding (``transferable(configs)`` gives the first part alone).
 
-    Each config is scheduled and lowered at most once per tuning run (rows are cached by config
+    Each config is scheduled and lowered at most once per instance (rows are cached by config
     key), and ``program_key`` names the schedule it builds, so a search can skip configs that
     differ only in knobs their variant ignores. ``seconds`` totals the time spent featurising.
     """
 
     def __init__(self, design: DesignSpace):
         self.design = design
-        self.names: tuple[str, ...] = LOOP_FEATURES + design.space.feature_names
+        self.names: tuple[str, ...] = TRANSFERABLE_FEATURES + design.space.feature_names
         self.seconds = 0.0
+        self._target = target_features(design.target)
         self._cache: dict[str, tuple[np.ndarray, str]] = {}
 
     def _entry(self, config: Config) -> tuple[np.ndarray, str]:
@@ -311,9 +89,9 @@ class LoopNestFeatures:
                 sch = self.design.schedule(config)
                 program = json.dumps(sch.trace, sort_keys=True, default=str)
                 func = lower(sch, num_threads=self.design.target.num_threads)
-                entry = (loop_nest_features(func, self.design), program)
+                entry = (program_features(func, self.design), program)
             except (TensorTuneError, ValueError):
-                entry = (np.full(len(LOOP_FEATURES), np.nan), key)
+                entry = (np.full(len(PROGRAM_FEATURES), np.nan), key)
             self._cache[key] = entry
             self.seconds += time.perf_counter() - start
         return entry
@@ -322,7 +100,31 @@ class LoopNestFeatures:
         """The schedule trace ``config`` builds: equal keys compile to the same kernel."""
         return self._entry(config)[1]
 
+    def transferable(self, configs: Sequence[Config]) -> np.ndarray:
+        """``TRANSFERABLE_FEATURES`` rows of ``configs`` (no knob columns)."""
+        rows = np.array([self._entry(c)[0] for c in configs]).reshape(
+            len(configs), len(PROGRAM_FEATURES)
+        )
+        return np.hstack([rows, np.tile(self._target, (len(configs), 1))])
+
     def __call__(self, configs: Sequence[Config]) -> np.ndarray:
-        knobs = self.design.space.encode_batch(configs)
-        loops = np.array([self._entry(c)[0] for c in configs]).reshape(len(configs), -1)
-        return np.hstack([loops, knobs])
+        return np.hstack([self.transferable(configs), self.design.space.encode_batch(configs)])
+
+
+#: Extractors of the most recently used design spaces (by identity; each holds its space, so
+#: an id cannot be reused while it is here), so repeated calls reuse the per-config cache.
+_EXTRACTORS: OrderedDict[int, LoopNestFeatures] = OrderedDict()
+_KEEP = 16
+
+
+def transferable_features(design: DesignSpace, configs: Sequence[Config]) -> np.ndarray:
+    """``TRANSFERABLE_FEATURES`` of ``configs``: shape (len(configs), len(TRANSFERABLE_FEATURES)),
+    NaN program columns for a config that fails to schedule or lower. Rows are cached per config
+    for the last few design spaces used, so repeated calls lower each config once."""
+    extractor = _EXTRACTORS.pop(id(design), None)
+    if extractor is None:
+        extractor = LoopNestFeatures(design)
+    _EXTRACTORS[id(design)] = extractor
+    while len(_EXTRACTORS) > _KEEP:
+        _EXTRACTORS.popitem(last=False)
+    return extractor.transferable(configs)

@@ -25,7 +25,7 @@ def _import_lightgbm() -> Any:
         import lightgbm
     except ImportError as e:
         raise MissingDependency(
-            'the model search (LGBMCostModel) needs LightGBM: pip install "tensortune[tune]"'
+            "LGBMCostModel needs LightGBM, a dependency of tensortune: pip install lightgbm"
         ) from e
     return lightgbm
 
@@ -88,23 +88,27 @@ class LGBMCostModel(CostModel):
     def _fit(self, features: np.ndarray, costs: np.ndarray, groups: np.ndarray) -> None:
         params, rounds = self._params(len(costs))
         rel = relative_log_throughput(costs, groups)
+        base = self._base_scores(features, rel)
         if self.objective == "rank":
             order = np.argsort(groups, kind="stable")  # LightGBM wants each query contiguous
             features, groups = features[order], groups[order]
+            base = None if base is None else base[order]
             grades = _percentile_grades(rel[order], groups, self.max_grade)
             _, sizes = np.unique(groups, return_counts=True)
-            data = self._lgb.Dataset(features, grades, group=sizes, params=params)
+            data = self._lgb.Dataset(features, grades, group=sizes, init_score=base, params=params)
         else:
-            data = self._lgb.Dataset(features, rel, params=params)
+            data = self._lgb.Dataset(features, rel, init_score=base, params=params)
         self._booster = self._lgb.train(params, data, num_boost_round=rounds)
+
+    def _base_scores(self, features: np.ndarray, rel: np.ndarray) -> np.ndarray | None:
+        """Scores the trees boost on top of (LightGBM's ``init_score``); None starts from zero.
+        A subclass holding a prior returns its calibrated predictions, so the trees learn only
+        what the run's own measurements say the prior got wrong."""
+        return None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Predicted score per row (regression: log relative throughput); higher = faster."""
-        if self._booster is None:
-            raise RuntimeError("LGBMCostModel.predict called before fit")
-        x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2:
-            raise ValueError(f"features must be 2-D (rows, columns), got shape {x.shape}")
+        x = self._rows(features, self._booster is not None)
         if not len(x):
             return np.zeros(0)
         return np.asarray(self._booster.predict(x, num_threads=1), dtype=np.float64)

@@ -15,19 +15,29 @@ from ..errors import StrategyError
 from ..space.plugin import check_made, check_registration
 from .cost_model import CostModel
 from .lgbm import LGBMCostModel
+from .prior import pretrained_or_scratch
 from .random_model import RandomCostModel
+from .xgb import XGBCostModel
 
 CostModelFactory = Callable[..., CostModel]
 """``factory(seed=int) -> CostModel``: a fresh, untrained model."""
 
-#: Every cost model by name, in the order they are listed to users; the first is the default.
+#: Every cost model by name, in the order they are listed to users. ``"pretrained"`` is the
+#: package's prior calibrated online (LightGBM from scratch when it cannot be loaded); it
+#: scores ``TRANSFERABLE_FEATURES``, so only a search given them (the tuner's) can use it.
+#: ``"lgbm"`` always learns from scratch.
 COST_MODELS: dict[str, CostModelFactory] = {
     "lgbm": lambda seed: LGBMCostModel(seed=seed),
     "lgbm-rank": lambda seed: LGBMCostModel("rank", seed=seed),
+    "pretrained": lambda seed: pretrained_or_scratch(seed),
+    "xgb-rank": lambda seed: XGBCostModel(seed),
     "random": lambda seed: RandomCostModel(seed),
 }
 
+#: The model of a search over a bare ``SearchSpace`` (knob features: no prior applies).
 DEFAULT_COST_MODEL = "lgbm"
+#: The model of a tuning run, whose search scores the lowered programs' transferable features.
+TUNING_COST_MODEL = "pretrained"
 
 
 def register_cost_model(name: str, factory: CostModelFactory, *, replace: bool = False) -> None:

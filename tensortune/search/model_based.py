@@ -45,9 +45,14 @@ class ModelBasedSearch(SearchStrategy):
        unordered knob). If diversity rules out everything left, the rule is dropped.
 
     ``model`` is a registered cost model's name (``tensortune.cost_model.COST_MODELS``, built
-    fresh with a seed drawn from ``seed``; default ``"lgbm"``) or a ``CostModel`` instance:
-    ``"random"`` for ablations, or a pre-trained model to transfer (it is then trusted from the
-    first ask if it already holds ``min_train`` samples). ``features`` maps a list of configs to
+    fresh with a seed drawn from ``seed``; default ``"lgbm"``, learning from scratch) or a
+    ``CostModel`` instance: ``"random"`` for ablations, or a trained model to transfer (it is
+    then trusted from the first ask if it already holds ``min_train`` samples). A model with a
+    pretrained prior (``prior_features``, e.g. ``"pretrained"``, the tuner's default) ranks from
+    the first ask: during the warm-up of step 1, half of each batch after the ``initial``
+    configs is the prior's best-ranked candidates, the rest the usual spread; its rows must
+    start with the prior's columns (``features`` with matching ``names``, as
+    ``LoopNestFeatures`` has). ``features`` maps a list of configs to
     a 2-D feature matrix (e.g. loop-nest features of the lowered program) and replaces
     ``space.encode_batch``; it is called on the whole candidate pool, so lower ``pool_size`` if
     it is expensive. ``program_key`` names the program a config builds (e.g. its schedule
@@ -84,6 +89,13 @@ class ModelBasedSearch(SearchStrategy):
         elif not isinstance(model, CostModel):
             raise StrategyError(
                 f"model must be a cost model's name or a CostModel, got {type(model).__name__}"
+            )
+        prior = model.prior_features
+        if prior and tuple(getattr(features, "names", ())[: len(prior)]) != prior:
+            raise StrategyError(
+                f"cost model {type(model).__name__} holds a prior trained on "
+                f"TRANSFERABLE_FEATURES: give features whose leading columns are those "
+                f"(LoopNestFeatures(design), as tune() does), or choose a model such as 'lgbm'"
             )
         self.model: CostModel = model
         self.features = features
@@ -198,14 +210,20 @@ class ModelBasedSearch(SearchStrategy):
 
     def _ask(self, n: int) -> list[Config]:
         self._train()
-        if self.model.n_samples < self.min_train:
-            first: list[Config] = []
-            for config in self.initial:
-                if len(first) < n and not self.is_seen(config) and self._claim(config):
-                    first.append(config)
-            first += self._neighbours(round(self.near_initial * (n - len(first))), first)
-            return first + self._space_filling(n - len(first), first)
-        return self._select(self._ranked_candidates(), n)
+        if self.model.n_samples >= self.min_train:
+            return self._select(self._ranked_candidates(), n)
+        first: list[Config] = []
+        for config in self.initial:
+            if len(first) < n and not self.is_seen(config) and self._claim(config):
+                first.append(config)
+        if self.model.prior_features:
+            # A prior ranks half the warm-up from the first ask; the other half is still
+            # spread over the space, so a prior that is wrong here is found out quickly.
+            keys = {self.space.config_key(c) for c in first}
+            ranked = [c for c in self._ranked_candidates() if self.space.config_key(c) not in keys]
+            first += self._select(ranked, (n - len(first) + 1) // 2)
+        first += self._neighbours(round(self.near_initial * (n - len(first))), first)
+        return first + self._space_filling(n - len(first), first)
 
     def _neighbours(self, n: int, picked: list[Config]) -> list[Config]:
         """Up to ``n`` unseen configs one knob away from an ``initial`` config (new programs),

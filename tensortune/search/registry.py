@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cost_model.features import LoopNestFeatures
+from ..cost_model.registry import TUNING_COST_MODEL
 from ..errors import StrategyError
 from ..space import SearchSpace
 from ..space.plugin import check_made, check_registration
@@ -93,8 +94,11 @@ def make_tuning_strategy(
     """``make_strategy`` as a tuner runs it, on a workload's whole design space.
 
     The model-based search then also sees what the space alone cannot show: it scores the
-    lowered loop nest of each candidate (``LoopNestFeatures``), measures the template's default
-    config first, and never measures two configs that build the same program.
+    lowered loop nest of each candidate (``LoopNestFeatures``: transferable features, then the
+    knobs), measures the template's default config first, and never measures two configs that
+    build the same program. Its model defaults to ``"pretrained"`` (``TUNING_COST_MODEL``): the
+    package's prior ranks candidates from the first batch and is calibrated on the run's
+    measurements; without a loadable prior it learns from scratch after one warning.
     """
     if name == ModelBasedSearch.name and STRATEGIES.get(name) is ModelBasedSearch:
         features = LoopNestFeatures(design)
@@ -103,6 +107,7 @@ def make_tuning_strategy(
             "program_key": features.program_key,
             "initial": [design.default],
             "pool_size": LOWERED_POOL_SIZE,
+            "model": TUNING_COST_MODEL,
             **options,
         }
     return make_strategy(name, design.space, seed, **options)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import tensortune as tt
-from tensortune.cost_model import LOOP_FEATURES, LoopNestFeatures
+from tensortune.cost_model import LOOP_FEATURES, TRANSFERABLE_FEATURES, LoopNestFeatures
+from tensortune.cost_model.features import PROGRAM_FEATURES
 from tensortune.errors import ScheduleError
 from tensortune.schedule import Schedule
 from tensortune.space import Knob, SearchSpace
@@ -32,7 +33,8 @@ def test_one_row_per_config_with_named_columns(gemm: DesignSpace) -> None:
     configs = gemm.space.sample(0, 5)
     x = LoopNestFeatures(gemm)(configs)
     names = LoopNestFeatures(gemm).names
-    assert x.shape == (5, len(LOOP_FEATURES) + len(gemm.space.feature_names)) == (5, len(names))
+    assert x.shape == (5, len(TRANSFERABLE_FEATURES) + len(gemm.space.feature_names))
+    assert names == TRANSFERABLE_FEATURES + gemm.space.feature_names
     assert np.isfinite(x).all()
 
 
@@ -86,5 +88,5 @@ def test_a_config_that_fails_to_schedule_gets_missing_loop_features(target: Targ
     design = DesignSpace(wl, target, SearchSpace([Knob("bad", (False, True))]), build, {})
     x = LoopNestFeatures(design)([{"bad": False}, {"bad": True}])
     assert np.isfinite(x[0]).all()
-    assert np.isnan(x[1, : len(LOOP_FEATURES)]).all()
-    assert np.isfinite(x[1, len(LOOP_FEATURES) :]).all()  # the knob encoding is still there
+    assert np.isnan(x[1, : len(PROGRAM_FEATURES)]).all()
+    assert np.isfinite(x[1, len(PROGRAM_FEATURES) :]).all()  # target and knob columns remain

@@ -11,6 +11,7 @@ from tensortune.cost_model import (
     COST_MODELS,
     LGBMCostModel,
     RandomCostModel,
+    XGBCostModel,
     get_cost_model,
     register_cost_model,
 )
@@ -29,7 +30,8 @@ def registry() -> Iterator[dict]:
 
 
 def test_built_ins_are_registered_and_fresh_per_call() -> None:
-    assert list(COST_MODELS)[:3] == ["lgbm", "lgbm-rank", "random"]
+    assert list(COST_MODELS)[:5] == ["lgbm", "lgbm-rank", "pretrained", "xgb-rank", "random"]
+    assert isinstance(get_cost_model("xgb-rank", seed=2), XGBCostModel)
     assert isinstance(get_cost_model("random", seed=3), RandomCostModel)
     lgbm = get_cost_model("lgbm-rank")
     assert isinstance(lgbm, LGBMCostModel) and lgbm.objective == "rank"

@@ -1,0 +1,134 @@
+"""The pretrained cost model shipped in the package: save, load, and fall back cleanly.
+
+The file is JSON text (a format version, the feature names the model was trained on, the
+model's own state such as LightGBM's ``model_to_string``, and ``meta`` describing the data),
+never a pickle and never the training arrays, so it is safe to load, diffable and small. A
+file that is missing, unreadable, of another version or trained on other features is not an
+error: tuning then learns from scratch, after one warning per file per process.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingDependency
+from .cost_model import CostModel
+from .features import TRANSFERABLE_FEATURES
+from .lgbm import LGBMCostModel
+from .xgb import XGBCostModel
+
+#: Where the package's pretrained model lives (package data, shipped by ``pip install``).
+PRETRAINED_PATH = Path(__file__).parent / "pretrained" / "default.json"
+
+FORMAT = "tensortune-cost-model"
+FORMAT_VERSION = 1
+MAX_BYTES = 5 * 1024 * 1024
+
+#: Model classes a pretrained file may hold, by class name.
+_CLASSES: dict[str, type[CostModel]] = {cls.__name__: cls for cls in (LGBMCostModel, XGBCostModel)}
+
+#: Files already read in this process: (path, mtime_ns, size) -> parsed document or None.
+_LOADED: dict[tuple[str, int, int], dict[str, Any] | None] = {}
+_WARNED: set[str] = set()
+
+
+def save_pretrained(model: CostModel, path: str | Path, *, meta: dict[str, Any]) -> None:
+    """Write a model trained on ``TRANSFERABLE_FEATURES`` rows as a pretrained JSON file.
+
+    ``meta`` (JSON-able) says what it was trained on, e.g. dataset size and CPU kinds. Raises
+    ValueError for an untrained model, a model of a class ``load_pretrained`` cannot rebuild,
+    one trained on another number of columns, or a file that would exceed 5 MB.
+    """
+    name = type(model).__name__
+    if name not in _CLASSES:
+        raise ValueError(f"cannot save a {name} as pretrained: use one of {', '.join(_CLASSES)}")
+    if not model.is_fitted:
+        raise ValueError("save_pretrained needs a trained model (call fit first)")
+    width = None if model._features is None else model._features.shape[1]
+    if width != len(TRANSFERABLE_FEATURES):
+        raise ValueError(
+            f"the model was trained on {width} columns; a pretrained model must be trained on "
+            f"the {len(TRANSFERABLE_FEATURES)} TRANSFERABLE_FEATURES (transferable_features())"
+        )
+    doc = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "class": name,
+        "feature_names": list(TRANSFERABLE_FEATURES),
+        "meta": meta,
+        "state": model._get_state(),
+    }
+    text = json.dumps(doc, separators=(",", ":"))
+    if len(text.encode()) > MAX_BYTES:
+        raise ValueError(
+            f"the pretrained model would take {len(text.encode()) / 2**20:.1f} MB, over the "
+            f"{MAX_BYTES // 2**20} MB limit: train fewer or smaller trees"
+        )
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
+
+
+def load_pretrained(path: str | Path | None = None) -> CostModel | None:
+    """The model saved at ``path`` (default ``PRETRAINED_PATH``), or None after one warning
+    naming the file and what is wrong when it is missing, corrupt, of another format version or
+    trained on features other than ``TRANSFERABLE_FEATURES``. Each call returns a fresh model."""
+    file = Path(PRETRAINED_PATH if path is None else path)
+    try:
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = (str(file), -1, -1)
+    if key not in _LOADED:
+        doc, problem = _read(file)
+        _LOADED[key] = doc
+        if problem is not None and key[0] not in _WARNED:
+            _WARNED.add(key[0])
+            warnings.warn(
+                f"pretrained cost model {file}: {problem}; learning from scratch",
+                stacklevel=2,
+            )
+    doc = _LOADED[key]
+    if doc is None:
+        return None
+    return _CLASSES[doc["class"]]._from_state(dict(doc["state"]))
+
+
+def pretrained_meta(path: str | Path | None = None) -> dict[str, Any] | None:
+    """The ``meta`` saved with the pretrained model (None when it cannot be loaded)."""
+    load_pretrained(path)
+    file = Path(PRETRAINED_PATH if path is None else path)
+    docs = [d for (p, _, _), d in _LOADED.items() if p == str(file.resolve()) and d is not None]
+    return dict(docs[-1]["meta"]) if docs else None
+
+
+def _read(file: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The parsed, checked document, or None and what is wrong with it."""
+    if not file.is_file():
+        return None, "no such file"
+    try:
+        if file.stat().st_size > MAX_BYTES:
+            return None, f"larger than {MAX_BYTES // 2**20} MB"
+        doc = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"unreadable ({e})"
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return None, f"not a {FORMAT} file"
+    if doc.get("version") != FORMAT_VERSION:
+        return (
+            None,
+            f"format version {doc.get('version')!r}, this tensortune reads {FORMAT_VERSION}",
+        )
+    if doc.get("feature_names") != list(TRANSFERABLE_FEATURES):
+        return None, "trained on other features than this version's TRANSFERABLE_FEATURES"
+    if doc.get("class") not in _CLASSES or not isinstance(doc.get("state"), dict):
+        return None, f"unknown model class {doc.get('class')!r}"
+    try:
+        _CLASSES[doc["class"]]._from_state(dict(doc["state"]))
+    except MissingDependency:  # not the file's fault: nothing would learn without it either
+        raise
+    except Exception as e:  # a damaged model string fails inside the library, with its own type
+        return None, f"the model state does not load ({type(e).__name__}: {e})"
+    return doc, None
