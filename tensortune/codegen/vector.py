@@ -1,15 +1,15 @@
 """Printing a vectorized loop as C vector-extension code.
 
 After the ``vectorize`` pass a vectorized loop holds only stores, so it prints as one vector
-statement per store: unit-stride accesses are vector loads/stores, stride 2 two loads and a
-shuffle, invariant ones broadcasts, others gathers; a store to one element is a horizontal
-reduction of the lanes. Choosing these instructions is the printer's whole job here.
+statement per store: unit-stride accesses are vector loads/stores, strides 2 to 4 contiguous
+loads and shuffles, invariant ones broadcasts, others gathers; a store to one element is a
+horizontal reduction of the lanes. Choosing these instructions is the printer's whole job here.
 
 A masked vector tail (``if c: store`` inside the loop, see `tensortune.lower.masks`) prints as a
 block holding the lane mask ``tt_mask`` and one masked store; its reads of memory are masked
-loads under ``tt_mask`` and under the padding tests around them, unless every lane's element is
-in the buffer (a padded panel), and its reductions across lanes see the identity in the lanes
-that are off.
+loads under ``tt_mask`` and under the padding tests around them (strided ones too, which load
+only up to the last active lane's element), unless every lane's element is in the buffer (a
+padded panel), and its reductions across lanes see the identity in the lanes that are off.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..dtype import dtype
 from ..errors import LoweringError
 from ..ir.nodes import Comment, For, IfThen, Seq, Store
 from ..ir.simplify import expr_range, linear_coeff, simplify
-from ..lower.masks import MASKED_DTYPES, lane_guard
+from ..lower.masks import MASKED_DTYPES, lane_guard, strided_load
 from ..lower.vectorize import _COMBINER, reduction
 from ..te.expr import (
     Binary,
@@ -285,14 +285,20 @@ class VectorPrinter(ExprPrinter):
         if regs is not None:
             return regs.access(tuple(idx), self.ranges, self.vec)
         base = self.lane(off, 0)
-        if stride == 1 and self.masks and dt in MASKED_DTYPES and not self.in_bounds(buf, idx):
+        at = f"&{buf.name}[{self.expr(base)}]"
+        masked = bool(self.masks) and dt in MASKED_DTYPES and not self.in_bounds(buf, idx)
+        if stride == 1 and masked:
             self.use_vec(dt, lanes, "mask")
-            return f"tt_maskload_{t}(&{buf.name}[{self.expr(base)}], {self.mask_code(dt)})"
+            return f"tt_maskload_{t}({at}, {self.mask_code(dt)})"
         if stride == 1:
-            return f"tt_load_{t}(&{buf.name}[{self.expr(base)}])"
-        if stride == 2:  # two contiguous loads and a shuffle, not a lane-by-lane gather
-            self.use_vec(dt, lanes, "load2")
-            return f"tt_load2_{t}(&{buf.name}[{self.expr(base)}])"
+            return f"tt_load_{t}({at})"
+        if strided_load(stride, lanes):  # contiguous loads and shuffles, not a gather
+            if masked:
+                self.use_vec(dt, lanes, "mask")
+                self.use_vec(dt, lanes, f"maskload{stride}")
+                return f"tt_maskload{stride}_{t}({at}, {self.mask_code(dt)})"
+            self.use_vec(dt, lanes, f"load{stride}")
+            return f"tt_load{stride}_{t}({at})"
         lanes_code = [self.load_flat(buf, self.lane(off, k)) for k in range(lanes)]
         return f"(({t}){{{', '.join(lanes_code)}}})"
 

@@ -10,6 +10,8 @@ printed that way (`maskable`) and splits a guard into its scalar and per-lane pa
 
 from __future__ import annotations
 
+import math
+
 from ..ir.nodes import Store
 from ..ir.simplify import Ranges, linear_coeff, simplify
 from ..te.expr import (
@@ -28,6 +30,19 @@ from .unswitch import conjunction, conjuncts
 
 MASKED_DTYPES = frozenset({"float32", "float64", "int32"})
 """Element types with masked loads and stores on x86 (4- and 8-byte lanes); bool has none."""
+
+STRIDED_LOAD_STRIDES = (2, 3, 4)
+"""Strides at which a vector read is contiguous loads and shuffles, not a gather (a window
+sliding by 2 to 4: pools, depthwise convs, patchify stems); in a masked tail, masked ones."""
+
+
+def strided_load(stride: int | None, lanes: int) -> bool:
+    """Whether a read at ``stride`` elements per lane is loads and shuffles: stride 2 always,
+    3 and 4 when the vector has at least twice as many lanes (with fewer, the loads and
+    shuffles cost as much as a gather)."""
+    if stride is None or stride not in STRIDED_LOAD_STRIDES:
+        return False
+    return stride == 2 or 2 * stride <= lanes
 
 
 def lane_guard(cond: Expr, v: Var) -> tuple[Expr | None, Expr | None]:
@@ -88,13 +103,18 @@ def maskable(stores: list[tuple[tuple[Expr, ...], Store]], v: Var, ranges: Range
     """Why the guarded ``stores`` of a vector tail cannot run masked, or None when they can.
 
     Every memory access that varies with ``v`` must be contiguous (a masked load or store of
-    consecutive lanes) of an element type with masked forms; a read that does not vary with
-    ``v`` must not hide behind a per-lane padding test (it could be out of bounds when no lane
-    passes); an integer division must not divide by a value a masked-off lane could make 0."""
+    consecutive lanes) or a read at a stride with strided loads (`strided_load`: masked ones),
+    of an element type with masked forms; a read that does not vary with ``v`` must not hide
+    behind a per-lane padding test (it could be out of bounds when no lane passes); an integer
+    division must not divide by a value a masked-off lane could make 0."""
     for _, st in stores:
         why = _access(st.buffer, st.indices, v, ranges, store=True)
         if why:
             return why
+        if _strided_reads(st.value, v, ranges) and _kept_in_memory(st.buffer, ranges[v]):
+            # measured: the masked update of the tile's memory then stalls every window step
+            # (a masked load does not forward from the masked store before it)
+            return f"strided reads updating {st.buffer.name}, a register tile kept in memory"
         for n in walk(st.value):
             if isinstance(n, TensorRead):
                 why = _access(n.tensor, n.indices, v, ranges, store=False)
@@ -119,11 +139,29 @@ def maskable(stores: list[tuple[tuple[Expr, ...], Store]], v: Var, ranges: Range
     return None
 
 
+def _strided_reads(e: Expr, v: Var, ranges: Ranges) -> bool:
+    """Whether ``e`` reads memory at a stride above 1 in ``v``."""
+    return any(
+        isinstance(n, TensorRead)
+        and getattr(n.tensor, "scope", "global") != "register"
+        and linear_coeff(_flat(n.tensor, n.indices, ranges), v, ranges) not in (0, 1)
+        for n in walk(e)
+    )
+
+
+def _kept_in_memory(buf, lanes: int) -> bool:
+    """Whether ``buf`` is a register tile whose rows are not whole vectors, so a row's last
+    vector overlaps the next row and `promote_registers` keeps the tile in memory."""
+    rows = math.prod(buf.shape[:-1])
+    return getattr(buf, "scope", "global") == "register" and rows > 1 and buf.shape[-1] % lanes != 0
+
+
 def _access(buf, idx: tuple[Expr, ...], v: Var, ranges: Ranges, store: bool) -> str | None:
     if buf.dtype not in MASKED_DTYPES:
         return f"{buf.name} is {buf.dtype}, which has no masked loads and stores"
     if getattr(buf, "scope", "global") == "register":
         return None
-    if linear_coeff(_flat(buf, idx, ranges), v, ranges) in (0, 1):
+    stride = linear_coeff(_flat(buf, idx, ranges), v, ranges)
+    if stride in (0, 1) or (not store and strided_load(stride, ranges[v])):
         return None
     return f"{'store to' if store else 'read of'} {buf.name} is not contiguous in {v.name}"

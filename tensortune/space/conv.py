@@ -6,7 +6,8 @@ loads ``vectors`` vectors and broadcasts ``rows`` scalars, ``rows*vectors`` FMAs
 
 * ``columns``: output columns (NCHW; stride 1 makes the input loads contiguous) and the rows are
   output channels (broadcast weights). For NHWC the vectors run along the output channels.
-  Narrow output rows waste lanes, and strides turn the input loads into gathers.
+  Narrow output rows waste lanes; strides 2 to 4 make each input vector a few contiguous
+  loads and shuffles, larger strides a gather.
 * ``channels`` (NCHW, ungrouped): an implicit GEMM, as in oneDNN's NCHWc kernels. The vectors
   run along output channels, read from weights packed into ``W_pack[K/w, C, R, S, w]``
   (``w = vectors*lanes``), and the rows are ``pixel_rows x rows`` output pixels whose input

@@ -7,8 +7,8 @@ tile keeps ``rows x vectors`` independent vector accumulators: ``vectors*lanes``
 (NCHW) or channels (NHWC) wide and ``rows`` deep along the chosen ``row_axis``, with the window
 loops outside the tile, so every window step issues ``rows*vectors`` independent max/add ops.
 With NHWC the vectors run along the channels and every load is contiguous whatever the stride;
-with NCHW they run along the output columns: a stride-2 window reads its input as two loads and
-a shuffle per vector, a larger stride as a gather.
+with NCHW they run along the output columns: a window of stride 2 to 4 reads its input as
+contiguous loads and shuffles per vector (masked in a tail), a larger stride as a gather.
 The pad is materialised once or inlined (its tests then sit in the window loops).
 """
 

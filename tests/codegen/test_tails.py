@@ -196,8 +196,8 @@ def test_bool_and_gathers_keep_the_scalar_tail_with_its_note():
     sch.vectorize("F", inner)
     src = generate_c(lower(sch, "tail", 1))
     assert "vector tail: lane by lane (M is bool, which has no masked loads" in src
-    A = te.placeholder((3, 111), name="A")
-    G = te.compute((3, 37), lambda i, j: A[i, 3 * j], name="G")
+    A = te.placeholder((3, 181), name="A")  # stride 5: a gather (2 to 4 are strided loads)
+    G = te.compute((3, 37), lambda i, j: A[i, 5 * j], name="G")
     sch = Schedule(G)
     _, inner = sch.split("G", "j", 8)
     sch.vectorize("G", inner)
