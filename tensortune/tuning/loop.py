@@ -10,8 +10,13 @@ that expires, so a tuner that died frees its configs) and skips configs another 
 has measured; records the others commit are told to the strategy and count toward the budget
 like a resumed run's. Their timings never overlap (see `measure.runner`).
 
+With ``fleet=`` the candidates are built and timed on the nodes of a Ray cluster instead (see
+``measuring`` and ``tensortune.fleet``); the loop, the claims and every commit stay here, so a
+fleet run resumes and shares a database exactly as a run on this machine does.
+
 The run's bookkeeping (counting, committing, claiming) is in ``session``, building and timing
-candidates in ``candidates``; this module holds the loop, the baseline and the final.
+candidates in ``candidates``, where they are measured in ``measuring``; this module holds the
+loop and the final.
 """
 
 from __future__ import annotations
@@ -22,18 +27,17 @@ import math
 import os
 import time
 from collections import Counter
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ..cost_model import CostModel
 from ..database import Database, open_database
 from ..database.record import TuningRecord, canonical_json
 from ..errors import StrategyError, TensorTuneError
-from ..measure.builder import build_candidates
+from ..fleet import Fleet, trials_per_minute
+from ..fleet import require as require_fleet
 from ..measure.result import MeasureResult
-from ..measure.runner import Runner, RunRequest
-from ..pipeline import arg_specs
-from ..search.budget import Budget
+from ..search.budget import Budget, Pace
 from ..search.model_based import ModelBasedSearch
 from ..search.registry import make_tuning_strategy, strategy_options
 from ..space.registry import design_space
@@ -43,12 +47,15 @@ from ..version import __version__
 from ..workload import Workload
 from ..workload import workload as parse_workload
 from .apply import ranked_records, valid_records
-from .candidates import as_tuple, cost, measure_configs, prepare, special_check
+from .candidates import cost, measure_configs, special_check
+from .measuring import Measure, OnResult, measuring_here, measuring_on_fleet
 from .result import TuneResult, gflops
 from .session import CONFIRM, Progress, Session, TuneState, record_of
 
 CONFIRM_TOP = 4
 CONFIRM_ROUNDS = 2
+FINAL_SHARE = 0.25
+"""Part of a time budget the search leaves for the final's re-measurements."""
 CLAIM_MARGIN = 600.0
 """Seconds a batch's claims outlive twice its timeouts (builds, worker start-ups, waits for the
 timing lock); a tuner that dies holding claims frees those configs after this long."""
@@ -78,6 +85,7 @@ def tune(
     early_stop: int | None = None,
     progress: Progress | None = None,
     model: str | CostModel | None = None,
+    fleet: str | None = None,
 ) -> TuneResult:
     """Search the design space of ``workload`` by measuring candidates; record every one.
 
@@ -108,8 +116,19 @@ def tune(
         early_stop: stop after this many trials without a new best (None: never).
         progress: called with a ``TuneState`` after every committed measurement.
         model: the cost model of the ``model`` strategy: a registered name
-            (``tensortune.cost_model.COST_MODELS``: ``lgbm``, the default, ``lgbm-rank``,
-            ``random``) or a ``CostModel`` instance (e.g. a pre-trained one).
+            (``tensortune.cost_model.COST_MODELS``) or a ``CostModel`` instance. The default,
+            ``pretrained``, is the package's pretrained model: it ranks candidates from the
+            first batch and is calibrated on this run's measurements, which can overrule it
+            (without a loadable model file it learns from scratch, after one warning).
+            ``lgbm`` (LightGBM regression), ``lgbm-rank`` and ``xgb-rank`` (XGBoost pairwise
+            ranking, ``pip install "tensortune[xgboost]"``) learn from scratch; ``random``
+            is the ablation baseline.
+        fleet: measure on the nodes of a Ray cluster instead of here (``pip install
+            "tensortune[fleet]"``): ``"auto"`` (the cluster on this machine, or a new local
+            one), ``"ray://HOST:PORT"`` (Ray client) or ``"HOST:PORT"`` (the head's address).
+            Nodes whose target key is not the run's are refused with one line on the
+            ``tensortune.fleet`` logger; a node that dies or hangs loses only the candidates it
+            held, which other nodes measure. None (default): measure on this machine.
 
     Returns:
         A ``TuneResult``: ``workload`` and ``target`` (the database keys), ``best_config``,
@@ -118,7 +137,8 @@ def tune(
         timeout, wrong_result, runtime: failures are recorded, not raised), ``tuning_seconds``,
         ``disturbed_rounds`` (timing rounds re-taken because the host was busy),
         ``busy_rounds`` (rounds kept from the fastest calls of each block because the host
-        stayed busy) and ``stop_reason``.
+        stayed busy), ``stop_reason``, ``trials_per_minute`` and, on a fleet, ``nodes`` (what
+        each node built and measured, and its idle share).
 
     Raises:
         SpecError: the spec string does not parse.
@@ -126,7 +146,9 @@ def tune(
             ones), or a cost model given to a strategy that takes none.
         DatabaseError: the database cannot be opened or written (locked, read-only, corrupt).
         EnvironmentFailure: the machine, not a candidate, failed (no working C compiler,
-            unwritable kernel cache, full disk); nothing is recorded against any config.
+            unwritable kernel cache, full disk), or no node of the fleet is left to measure on;
+            nothing is recorded against any config.
+        MissingDependency: ``fleet`` given without Ray installed.
         TensorTuneError: a bad argument (negative ``trials``, non-positive ``timeout``...).
     """
     if timeout <= 0:
@@ -135,6 +157,8 @@ def tune(
         budget = Budget(trials, max_seconds, early_stop)
     except ValueError as exc:
         raise TensorTuneError(str(exc)) from None
+    if fleet is not None:
+        require_fleet(fleet)
     wl = _as_workload(workload)
     target = target or Target.detect()
     ds = design_space(wl, target)
@@ -144,18 +168,34 @@ def tune(
     session = Session(wl, str(target), strategy, database, state, space=ds.name)
     session.catch_up(search, ds.space)  # resume: these are never proposed again, and they count
     state.since_best = 0
-    inputs = wl.random_inputs(seed or 0)
-    reference = wl.reference(inputs)
-    scale = max(1.0, float(max(abs(r).max() for r in as_tuple(reference))))
-    with Runner(timeout=timeout, target=target, rtol=1e-4, atol=1e-4 * scale) as runner:
-        data = (inputs, reference)
-        baseline = _baseline(ds, target, runner, *data) if trials > state.trials_done else None
+    committed = [0]  # trials this call measured, for its rate
+    on_fleet: Fleet | None = None
+    pace = Pace()
+    with contextlib.ExitStack() as stack:
+        if fleet is None:
+            work = trials > state.trials_done
+            measure = stack.enter_context(measuring_here(ds, target, timeout, seed, work))
+            if work:  # the reference was built and checked: what a measurement costs, roughly
+                pace.add(time.perf_counter() - session.start, 1)
+        else:
+            measure, on_fleet = stack.enter_context(
+                measuring_on_fleet(fleet, ds, target, timeout, seed)
+            )
+        measure = _paced(measure, pace)
+        search_seconds = budget.room(0.0) * (1.0 - FINAL_SHARE)
         while True:
             elapsed = time.perf_counter() - session.start
             stop = budget.exhausted(state.trials_done, elapsed, state.since_best)
             if stop is not None:
                 break
-            asked = search.ask(min(batch_size, trials - state.trials_done))
+            wanted = min(batch_size, trials - state.trials_done)
+            if not pace.fitting(wanted, search_seconds - elapsed):
+                stop = (
+                    f"time budget: a measurement takes ~{pace.per_measurement:.1f}s and "
+                    f"{max(0.0, search_seconds - elapsed):.1f}s of the search's are left"
+                )
+                break
+            asked = search.ask(pace.fitting(wanted, search_seconds - elapsed))
             if not asked:
                 stop = "the strategy has no unmeasured config left to propose"
                 break
@@ -165,22 +205,14 @@ def tune(
             def measured(index: int, trace: list, res: MeasureResult, configs=configs, costs=costs):
                 session.commit(configs[index], trace, res)
                 session.release([configs[index]])
+                committed[0] += 1
                 costs[index] = cost(res)
                 if progress:
                     progress(state)
 
             threshold = state.best_score if state.best_score is not None else 1.0
             try:
-                measure_configs(
-                    ds,
-                    configs,
-                    target,
-                    runner,
-                    *data,
-                    measured,
-                    baseline=baseline,
-                    threshold=threshold,
-                )
+                measure(configs, measured, threshold=threshold)
             except BaseException:
                 with contextlib.suppress(TensorTuneError):  # the error in flight says more
                     session.release(configs)  # other tuners may measure them now
@@ -188,7 +220,13 @@ def tune(
             search.tell(configs, costs)
             session.catch_up(search, ds.space)
         if trials:  # `--trials 0` only asks
-            _final(session, ds, target, runner, *data, baseline=baseline)
+
+            def room() -> float:
+                return budget.room(time.perf_counter() - session.start)
+
+            _final(session, ds, measure, lambda wanted: pace.fitting(wanted, room()))
+        nodes = tuple(on_fleet.report()) if on_fleet is not None else ()
+    seconds = time.perf_counter() - session.start
     best_rec = next(iter(_valid_top(session, ds, 1)), None)
     margin = session.final.get(best_rec.config_key) if best_rec is not None else None
     if database is not db:  # a Database the caller passed in stays open for the caller
@@ -201,13 +239,15 @@ def tune(
         gflops=gflops(wl.flops, best_rec.seconds if best_rec else None),
         trials=state.trials_done,
         errors=state.errors,
-        tuning_seconds=time.perf_counter() - session.start,
+        tuning_seconds=seconds,
         errors_by_kind=dict(state.errors_by_kind),
         ratio_to_default=best_rec.ratio if best_rec is not None else None,
         ratio_interval=_interval(margin),
         disturbed_rounds=state.disturbed,
         busy_rounds=state.busy,
         stop_reason=stop,
+        trials_per_minute=trials_per_minute(committed[0], seconds),
+        nodes=nodes,
     )
 
 
@@ -230,76 +270,57 @@ def _model_option(strategy: str, model: str | CostModel | None) -> dict[str, Any
     return {"model": model}
 
 
-def _baseline(
-    ds: DesignSpace, target: Target, runner: Runner, inputs: list[Any], reference: Any
-) -> tuple[Path, str] | None:
-    """The template default's kernel, which every candidate is timed beside (paired timing).
+def _paced(measure: Measure, pace: Pace) -> Measure:
+    """``measure``, teaching ``pace`` what each call cost."""
 
-    It is run once on its own first: a default that does not build, crashes or computes
-    wrong results cannot be a reference, and the run then times candidates alone."""
-    prepared = prepare(ds, ds.default, target)
-    if isinstance(prepared, TensorTuneError):
-        return None
-    _, job, func = prepared
-    (library,) = build_candidates([job], target)
-    if isinstance(library, Exception):
-        return None
-    request = RunRequest(library, func.name, arg_specs(func), tuple(inputs), reference)
-    (checked,) = runner.run([request])
-    return (library, func.name) if checked.ok else None
+    def timed(configs: list[dict[str, Any]], on_result: OnResult, threshold: float = 1.0) -> None:
+        start = time.perf_counter()
+        try:
+            measure(configs, on_result, threshold)
+        finally:
+            pace.add(time.perf_counter() - start, len(configs))
+
+    return timed
 
 
 def _final(
-    session: Session,
-    ds: DesignSpace,
-    target: Target,
-    runner: Runner,
-    *data: Any,
-    baseline: tuple[Path, str] | None,
+    session: Session, ds: DesignSpace, measure: Measure, fitting: Callable[[int], int]
 ) -> None:
     """Re-time the fastest few configs and the template default beside the reference (alone
     when the default could not be one), taking turns, until each has 1 + CONFIRM_ROUNDS
     measurements. The database ranks a config by its median ratio to the reference, so the
     winner is the config that is fast, not the one timed at the host's luckiest moment, and the
-    default, always a finalist, wins unless beaten."""
+    default, always a finalist, wins unless beaten. ``fitting(n)`` says how many of n more
+    measurements the time budget holds; the final stops where it runs out."""
     top = [r.config for r in _valid_top(session, ds, CONFIRM_TOP)]
     finalists = list({canonical_json(c): c for c in [ds.default, *top]}.values())
     for round_ in range(1 + CONFIRM_ROUNDS):
-        _remeasure(session, ds, target, runner, data, baseline, finalists, round_ + 1)
+        _remeasure(session, measure, finalists, round_ + 1, fitting)
     # re-measured finalists drift up towards their true ratio, so a config measured once may
     # now lead on one lucky draw: it is re-measured too, until the leader is a confirmed one
     for _ in range(CONFIRM_TOP * CONFIRM_ROUNDS):
         leader = [r.config for r in _valid_top(session, ds, 1)]
-        if not _remeasure(session, ds, target, runner, data, baseline, leader, 1 + CONFIRM_ROUNDS):
+        if not _remeasure(session, measure, leader, 1 + CONFIRM_ROUNDS, fitting):
             break
 
 
 def _remeasure(
     session: Session,
-    ds: DesignSpace,
-    target: Target,
-    runner: Runner,
-    data: tuple[list[Any], Any],
-    baseline: tuple[Path, str] | None,
+    measure: Measure,
     configs: list[dict[str, Any]],
     times: int,
+    fitting: Callable[[int], int],
 ) -> bool:
     """Measure once more (a re-measurement, not a trial) each of `configs` that this version
-    has measured fewer than `times` times; False if none needed it."""
+    has measured fewer than `times` times, as many as the time left holds; False if none
+    needed it or none fit."""
     db, wl, key = session.database, session.wl.name, session.target_key
     mine = db.records(wl, key, version=__version__, space=session.space)
     counts = Counter(r.config_key for r in mine if r.ok)
     todo = [c for c in configs if counts[canonical_json(c)] < times]
+    todo = todo[: fitting(len(todo))]
     if todo:
-        measure_configs(
-            ds,
-            todo,
-            target,
-            runner,
-            *data,
-            lambda i, trace, res: session.commit(todo[i], trace, res, confirm=True),
-            baseline=baseline,
-        )
+        measure(todo, lambda i, trace, res: session.commit(todo[i], trace, res, confirm=True))
     return bool(todo)
 
 

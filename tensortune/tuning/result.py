@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..fleet.accounting import NodeReport
+
 
 def gflops(flops: float, seconds: float | None) -> float | None:
     """Billions of floating-point operations per second, or None without a (non-zero) time.
@@ -50,6 +52,11 @@ class TuneResult:
     """Rounds kept from each block's fastest calls because the host stayed busy."""
     stop_reason: str | None = None
     """Why the search stopped: the trial, time or patience budget, or an exhausted space."""
+    trials_per_minute: float | None = None
+    """End-to-end rate: the trials this call measured per minute of its wall-clock time."""
+    nodes: tuple[NodeReport, ...] = ()
+    """On a fleet, each node's accounts (built, measured, idle share; refused and dropped
+    nodes say why); empty for a run on this machine."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-serialisable fields."""

@@ -301,3 +301,16 @@ def test_help_documents_every_argument_the_result_and_the_errors() -> None:
     for field in tt.tuning.TuneResult.__dataclass_fields__:
         assert f"``{field}``" in doc, f"tune's docstring does not name TuneResult.{field}"
     assert "Raises:" in doc and "StrategyError" in doc and "SpecError" in doc
+
+
+def test_a_time_budget_shorter_than_one_measurement_starts_none(tmp_path, target):
+    """The cap is kept, not merely checked: building and checking the reference shows what a
+    measurement costs, and a budget that cannot hold one measures nothing (before, a 4 s share
+    of a model's budget ran 52 s)."""
+    result = tt.tune(
+        SPEC, trials=8, strategy="random", db=tmp_path / "t.db", max_seconds=0.01, target=target
+    )
+    assert result.trials == 0
+    assert result.stop_reason is not None and "time budget" in result.stop_reason
+    with open_database(tmp_path / "t.db") as database:
+        assert database.records() == [], "no final re-measurement past the budget either"
