@@ -4,6 +4,7 @@
     kernel = tt.compile("matmul:M=256,N=256,K=256")            # naive loop nest
     result = tt.tune("matmul:M=256,N=256,K=256", trials=32)     # search, measure, record
     kernel = tt.compile("matmul:M=256,N=256,K=256", db=None)    # best tuned schedule
+    kernel = tt.compile("matmul:M=200,N=300,K=64", db=None)     # untuned: zero-shot choice
 
 Start with ``help(tt.workload)`` (spec strings), ``help(tt.compile)``, ``help(tt.tune)`` and
 ``help(tt.Schedule)``. Every error tensortune raises on purpose is a ``TensorTuneError``; the
@@ -74,9 +75,13 @@ def compile(
         db: look the schedule up in a tuning database: a SQLite path, a SQLAlchemy URL, an
             open ``Database``, or ``None`` for the default one (``$TENSORTUNE_DB``, else
             ``tuning.db`` in the user cache directory). It picks the best valid record for
-            ``target``, or the design space's default schedule when the workload was never
-            tuned there. Not given (and no ``schedule``): the plain, unoptimised loop nest. A
-            ``schedule`` wins over ``db``.
+            ``target``; for a workload never tuned there, the zero-shot config: the one the
+            pretrained cost model ranks first among the default, a sample of the design space
+            and the best configs of similar tuned workloads, chosen without measuring (about
+            a second) and recorded in an existing database as a prediction, never as a
+            measurement, so the next compile reuses it (``tensortune best`` shows it marked).
+            Without a pretrained model, the design space's default. Not given (and no
+            ``schedule``): the plain, unoptimised loop nest. A ``schedule`` wins over ``db``.
 
     Returns:
         A ``Kernel``: ``kernel(*inputs)`` returns the output array(s); ``kernel.source`` is the

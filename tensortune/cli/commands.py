@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependency, StrategyError
 from .common import (
@@ -16,12 +17,12 @@ from .common import (
     db_location,
     detect_target,
     found_by,
-    is_path,
     open_existing,
     print_json,
     shown,
 )
 from .format import (
+    PREDICTED,
     TuneProgress,
     console,
     esc,
@@ -33,8 +34,10 @@ from .format import (
 )
 
 if TYPE_CHECKING:
+    from ..database import Prediction
     from ..schedule import Schedule
     from ..target import Target
+    from ..tuning.result import TuneResult
     from ..workload import Workload
 
 
@@ -64,6 +67,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if not _takes(tune, "model"):
             raise CLIError("--model: this version's tune() cannot be given a cost model")
         kwargs["model"] = args.model
+    if args.fleet is not None:
+        if not _takes(tune, "fleet"):
+            raise CLIError("--fleet: this version's tune() cannot measure on a fleet")
+        kwargs["fleet"] = args.fleet
     target = detect_target(args.threads)
     location = db_location(args.db)
     with open_database(location) as database:  # an unreadable database fails here, cleanly
@@ -97,11 +104,28 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 "errors": result.errors,
                 "errors_by_kind": result.errors_by_kind,
                 "db": shown(location),
+                "trials_per_minute": result.trials_per_minute,
+                "nodes": [asdict(node) for node in result.nodes],
             }
         )
         return EXIT_OK
     print_tune_summary(summary, result, shown(location), args.strategy)
+    _print_throughput(summary, result)
     return EXIT_OK
+
+
+def _print_throughput(out: Any, result: TuneResult) -> None:
+    """The run's end-to-end rate and, on a fleet, one line of accounts per node."""
+    if result.trials_per_minute is not None:
+        out.print(f"  rate:      {result.trials_per_minute:.1f} trials/min end to end")
+    for node in result.nodes:
+        idle = "" if node.idle_share is None else f", idle {node.idle_share:.0%}"
+        why = "" if node.state == "ok" else f" [yellow]{esc(node.state)}: {esc(node.reason)}[/]"
+        out.print(
+            f"  node {esc(node.host)} {esc(node.node)}: built {node.built}, "
+            f"measured {node.measured}{idle}{why}",
+            soft_wrap=True,
+        )
 
 
 def _takes(fn: object, keyword: str) -> bool:
@@ -114,8 +138,9 @@ def _takes(fn: object, keyword: str) -> bool:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    """Show the best valid configuration of a workload on this target."""
-    from ..tuning.apply import tuned_schedule
+    """Show the best valid configuration of a workload on this target (or, never measured
+    there, the zero-shot config a compile chose, marked as a prediction)."""
+    from ..tuning.apply import chosen_schedule
     from ..tuning.result import gflops
     from ..workload import workload
 
@@ -123,9 +148,12 @@ def cmd_best(args: argparse.Namespace) -> int:
     target = str(detect_target(args.threads))
     location = db_location(args.db)
     with open_existing(args.db) as database:
-        best, _ = tuned_schedule(wl, database, detect_target(args.threads))
+        chosen = chosen_schedule(wl, database, detect_target(args.threads), predict=False)
+        best = chosen.record
         records = database.records(wl.name, target) if best is not None else []
         others = [] if best is not None else database.records(wl.name)
+    if best is None and chosen.prediction is not None:
+        return _show_prediction(chosen.prediction, args.json)
     if best is None:
         if args.json:
             print_json(
@@ -157,6 +185,7 @@ def cmd_best(args: argparse.Namespace) -> int:
                 "ratio_to_default": best.ratio,
                 "strategy": strategy,
                 "run_id": best.run_id,
+                "kind": "measured",
             }
         )
         return EXIT_OK
@@ -168,6 +197,34 @@ def cmd_best(args: argparse.Namespace) -> int:
         out.print(f"  ratio:   {best.ratio:.3f} of the template default's time")
     out.print(f"  config:  {esc(fmt_config(best.config))}", soft_wrap=True)
     out.print(f"  found by {esc(strategy)} search (run {esc(best.run_id or '?')})")
+    return EXIT_OK
+
+
+def _show_prediction(prediction: Prediction, as_json: bool) -> int:
+    """``best`` for a workload only predicted: its config, marked as never measured."""
+    if as_json:
+        print_json(
+            {
+                "workload": prediction.workload,
+                "target": prediction.target,
+                "config": prediction.config,
+                "seconds": None,
+                "gflops": None,
+                "kind": "predicted",
+                "predicted_by": prediction.model,
+                "source": prediction.source,
+                "candidates": prediction.candidates,
+            }
+        )
+        return EXIT_OK
+    out = console()
+    out.print(f"[bold]{esc(prediction.workload)}[/] on {esc(prediction.target)}")
+    out.print(f"  time:    - ({PREDICTED}: run 'tensortune tune' to measure)")
+    out.print(f"  config:  {esc(fmt_config(prediction.config))}", soft_wrap=True)
+    out.print(
+        f"  chosen by the {esc(prediction.model)} cost model from {prediction.candidates} "
+        f"candidate(s) (this one: {esc(prediction.source)})"
+    )
     return EXIT_OK
 
 
@@ -229,33 +286,35 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    """Build the workload with its best tuned schedule (or the default); print C or IR."""
-    from ..database import open_database
-    from ..tuning.apply import tuned_schedule
+    """Build the workload with its best tuned schedule (else a zero-shot one, else the
+    default); print C or IR."""
+    from ..tuning.apply import chosen_schedule
     from ..tuning.result import gflops
     from ..workload import workload
 
     wl = workload(args.spec)
     target = detect_target(args.threads)
-    location = db_location(args.db)
-    missing = is_path(location) and not Path(location).expanduser().exists()
-    # A database that does not exist yet is not created just to find nothing in it.
-    source_db = "sqlite://" if missing else location
-    with open_database(source_db, readonly=not missing) as database:
-        best, schedule = tuned_schedule(wl, database, target)
+    # A database that does not exist yet is not created: a zero-shot choice is then not kept.
+    chosen = chosen_schedule(wl, db_location(args.db), target)
     if args.emit_ir:
-        _write(final_ir(wl, schedule, target))
+        _write(final_ir(wl, chosen.schedule, target))
         return EXIT_OK
     from ..pipeline import compile as compile_with
 
-    kernel = compile_with(wl, schedule, target)
+    kernel = compile_with(wl, chosen.schedule, target)
     if args.emit_c:
         _write(kernel.source)
         return EXIT_OK
+    best, prediction = chosen.record, chosen.prediction
     if best is not None:
         how = (
             f"tuned schedule ({fmt_seconds(best.seconds)}, "
             f"{fmt_gflops(gflops(wl.flops, best.seconds))} GFLOP/s when tuned)"
+        )
+    elif prediction is not None:
+        how = (
+            f"zero-shot schedule ({PREDICTED}; chosen by the {prediction.model} cost model "
+            f"in {prediction.choice_seconds:.2f} s)"
         )
     else:
         how = "default schedule (not tuned on this target yet)"

@@ -6,6 +6,9 @@ from typing import Any, Literal
 
 from .common import flops_of, shown
 
+#: How a config the cost model chose without measuring it is marked wherever it is shown.
+PREDICTED = "predicted (zero-shot), not measured"
+
 
 def fmt_seconds(seconds: float | None) -> str:
     """A duration with a unit a person reads at a glance: ``1.23 ms``; ``-`` for none."""

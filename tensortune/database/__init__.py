@@ -12,6 +12,7 @@ from pathlib import Path
 import platformdirs
 
 from .database import Database
+from .prediction import Prediction
 from .record import ERROR_KINDS, TuningRecord
 from .sql import SQLDatabase, printable_location
 
@@ -48,6 +49,7 @@ __all__ = [
     "DB_ENV_VAR",
     "ERROR_KINDS",
     "Database",
+    "Prediction",
     "SQLDatabase",
     "TuningRecord",
     "default_db_path",

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import IO, TypeVar
 
 from ..errors import DatabaseError
+from .prediction import Prediction
 from .record import MAX_RECORD_CHARS, TuningRecord
 
 #: A filesystem path or an already-open text file.
@@ -115,6 +116,17 @@ class Database(ABC):
 
         Lets databases be merged (``dst.import_records(src.records())``) idempotently.
         """
+
+    @abstractmethod
+    def record_prediction(self, prediction: Prediction) -> None:
+        """Keep a zero-shot choice, replacing the one of the same (workload, target, version,
+        space): it is never a record, so no measurement query returns it."""
+
+    @abstractmethod
+    def prediction(
+        self, workload: str, target: str, *, version: str | None = None, space: str | None = None
+    ) -> Prediction | None:
+        """The newest zero-shot choice for this workload on this target, or None."""
 
     @abstractmethod
     def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:

@@ -24,31 +24,24 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.schema import CreateTable, ExecutableDDLElement
 
 from ..errors import DatabaseError
 from .connect import serialize
+from .prediction import Prediction
 from .record import JSON_FIELDS, TuningRecord, canonical_json, current_version, load_json
 
 #: Bump when the table layout changes; `MIGRATIONS` brings older files up to date, and
 #: files from a newer tensortune are refused.
-SCHEMA_VERSION = 3
-
-#: Statements that take a file from schema version N to N + 1.
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (  # paired timing: the reference's time and the ratio to it
-        "ALTER TABLE records ADD COLUMN reference_seconds FLOAT",
-        "ALTER TABLE records ADD COLUMN ratio FLOAT",
-    ),
-    2: (  # records name the design space their config is a point of ('' = built-in)
-        "ALTER TABLE records ADD COLUMN space VARCHAR NOT NULL DEFAULT ''",
-    ),
-}
+SCHEMA_VERSION = 4
 
 #: Keys of the server-wide locks (PostgreSQL advisory locks, see ``connect.serialize``) that
 #: keep tuners starting at once from creating or migrating the tables twice, and imports of
 #: the same records from adding them twice.
 SCHEMA_LOCK = 0x7474_0001
 IMPORT_LOCK = 0x7474_0002
+#: ... and compiles choosing a workload's zero-shot config at once from colliding on its row.
+PREDICTION_LOCK = 0x7474_0003
 
 metadata = MetaData()
 
@@ -102,6 +95,36 @@ claims_table = Table(
     Column("expires_at", Float, nullable=False),
 )
 
+# Zero-shot choices: configs the pretrained model picked without measuring them. A table of
+# their own, so no query of measurements (ranking, trial counts, export) can ever see one.
+predictions_table = Table(
+    "predictions",
+    metadata,
+    Column("workload", String, primary_key=True),
+    Column("target", String, primary_key=True),
+    Column("version", String, primary_key=True),
+    Column("space", String, primary_key=True),
+    Column("config", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("candidates", Integer, nullable=False),
+    Column("choice_seconds", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+#: What takes a file from schema version N to N + 1: SQL text, or a DDL element compiled for
+#: the file's dialect (a new table is created from its definition above, not a second copy).
+MIGRATIONS: dict[int, tuple[str | ExecutableDDLElement, ...]] = {
+    1: (  # paired timing: the reference's time and the ratio to it
+        "ALTER TABLE records ADD COLUMN reference_seconds FLOAT",
+        "ALTER TABLE records ADD COLUMN ratio FLOAT",
+    ),
+    2: (  # records name the design space their config is a point of ('' = built-in)
+        "ALTER TABLE records ADD COLUMN space VARCHAR NOT NULL DEFAULT ''",
+    ),
+    3: (CreateTable(predictions_table, if_not_exists=True),),  # zero-shot predictions
+}
+
 _ROW_ONLY = ("id", "config_key", "digest")
 
 
@@ -123,6 +146,18 @@ def from_row(row: Any) -> TuningRecord:
     if rec.config_key != row.config_key:
         raise DatabaseError("its config_key column does not match its config")
     return rec
+
+
+def prediction_to_row(prediction: Prediction) -> dict[str, Any]:
+    row = {column.name: getattr(prediction, column.name) for column in predictions_table.c}
+    row["config"] = canonical_json(prediction.config)
+    return row
+
+
+def prediction_from_row(row: Any) -> Prediction:
+    data = dict(row._mapping)
+    data["config"] = load_json(data["config"], "config")
+    return Prediction(**data)
 
 
 def prepare_schema(conn: Connection, readonly: bool) -> str | None:
@@ -167,7 +202,10 @@ def prepare_schema(conn: Connection, readonly: bool) -> str | None:
         )
     for version in range(int(found), SCHEMA_VERSION):
         for statement in MIGRATIONS[version]:
-            conn.exec_driver_sql(statement)
+            if isinstance(statement, str):
+                conn.exec_driver_sql(statement)
+            else:
+                conn.execute(statement)
     if int(found) != SCHEMA_VERSION:
         conn.execute(
             update(meta_table)

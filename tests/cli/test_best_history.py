@@ -82,3 +82,35 @@ def test_history_json_reports_error_kinds(mixed_db, capsys):
     recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["error"] for r in recs] == [None, "crash", None, "compile", None, "timeout"]
     assert [r["seconds"] for r in recs] == [2e-6, None, 1e-6, None, 3e-6, None]
+
+
+def test_best_marks_a_prediction_and_prefers_any_measurement(tmp_path, capsys):
+    from tensortune.cli.common import detect_target
+    from tensortune.database import Prediction
+    from tensortune.space.registry import design_space
+    from tensortune.workload import workload
+
+    wl = workload("matmul:M=16,N=16,K=16")
+    target = detect_target(None)
+    ds = design_space(wl, target)
+    db = tmp_path / "predicted.db"
+    with open_database(db) as database:
+        database.record_prediction(
+            Prediction(
+                workload=wl.name, target=str(target), config=ds.default, source="default",
+                model="pretrained LGBMCostModel", candidates=9, choice_seconds=0.5,
+            )
+        )  # fmt: skip
+    assert cli.main(["best", wl.name, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "predicted (zero-shot), not measured" in out and "9 candidate(s)" in out
+    with open_database(db) as database:
+        database.commit_record(
+            TuningRecord(
+                workload=wl.name, target=str(target), config=ds.default, seconds=1e-5,
+                strategy="random",
+            )
+        )  # fmt: skip
+    assert cli.main(["best", wl.name, "--db", str(db), "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert best["kind"] == "measured" and best["seconds"] == 1e-5

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tensortune import cli
 from tensortune.database import TuningRecord, open_database
 
@@ -19,7 +21,24 @@ def test_compile(use_db, capsys):
     assert "tuned schedule" in capsys.readouterr().out
 
 
-def test_compile_untuned_workload_uses_the_default_schedule(tmp_path, capsys):
+@pytest.fixture
+def no_prior(monkeypatch):
+    """No pretrained cost model: an untuned workload compiles with the template default."""
+    from tensortune.tuning import zero_shot
+
+    monkeypatch.setattr(zero_shot, "pretrained_model", lambda: None)
+
+
+@pytest.fixture
+def random_prior(monkeypatch):
+    """A stand-in pretrained model (random scores): what the CLI shows, not how good it is."""
+    from tensortune.cost_model import get_cost_model
+    from tensortune.tuning import zero_shot
+
+    monkeypatch.setattr(zero_shot, "pretrained_model", lambda: get_cost_model("random"))
+
+
+def test_compile_untuned_workload_uses_the_default_schedule(no_prior, tmp_path, capsys):
     db = tmp_path / "absent.db"
     assert cli.main(["compile", "matmul:M=4,N=8,K=4", "--db", str(db)]) == 0
     assert "default schedule" in capsys.readouterr().out
@@ -28,18 +47,31 @@ def test_compile_untuned_workload_uses_the_default_schedule(tmp_path, capsys):
 
 def test_emit_ir_prints_the_lowered_program_of_the_compiled_schedule(tmp_path):
     """The IR printed is the printer's output for the PrimFunc lower() gives the schedule that
-    compile builds, under the kernel's name, and its loops are the loops of the C."""
+    compile builds, under the kernel's name, and its loops are the loops of the C. The
+    workload was never tuned: compile uses the zero-shot config recorded for it."""
+    import numpy as np
+
+    from tensortune.database import Prediction
     from tensortune.ir.printer import format_stmt
     from tensortune.lower import lower
     from tensortune.space.registry import design_space
     from tensortune.target import Target
     from tensortune.workload import workload
 
-    spec, db = "matmul:M=64,N=64,K=64", str(tmp_path / "absent.db")
+    spec, db = "matmul:M=64,N=64,K=64", str(tmp_path / "predicted.db")
+    target = Target.detect(num_threads=2)
+    ds = design_space(workload(spec), target)
+    config = next(c for c in ds.space.sample(np.random.default_rng(1), 16) if c != ds.default)
+    with open_database(db) as database:
+        database.record_prediction(
+            Prediction(
+                workload=ds.workload.name, target=str(target), config=config, source="sample",
+                model="pretrained LGBMCostModel", candidates=16, choice_seconds=0.5,
+            )
+        )  # fmt: skip
     proc = run_cli("compile", spec, "--emit-ir", "--threads", "2", "--db", db)
     assert proc.returncode == 0, proc.stderr
-    ds = design_space(workload(spec), Target.detect(num_threads=2))
-    expected = format_stmt(lower(ds.schedule(ds.default), "matmul", 2))
+    expected = format_stmt(lower(ds.schedule(config), "matmul", 2))
     assert proc.stdout == expected + "\n"
     assert proc.stdout.startswith("def matmul(")
     c = run_cli("compile", spec, "--emit-c", "--threads", "2", "--db", db)
@@ -98,3 +130,21 @@ def test_best_compile_and_report_use_one_rule(tmp_path, capsys):
     assert 'data-label="best time" class=num>1 ms</td>' in page  # not the lucky 0.5 ms
     assert "500 us" not in page
     assert 'data-label="trials" class=num>4</td>' in page  # the two confirm re-measurements
+
+
+def test_compile_of_an_untuned_workload_is_a_recorded_zero_shot_choice(
+    random_prior, tmp_path, capsys
+):
+    spec, db = "matmul:M=8,N=24,K=8", str(tmp_path / "zero.db")
+    open_database(db).close()
+    assert cli.main(["compile", spec, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "zero-shot schedule (predicted (zero-shot), not measured; chosen by the" in out
+    assert cli.main(["best", spec, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "predicted (zero-shot), not measured" in out and "GFLOP/s" not in out
+    assert cli.main(["best", spec, "--db", db, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["kind"] == "predicted" and shown["seconds"] is None and shown["config"]
+    assert cli.main(["history", "--workload", spec, "--db", db]) == 0
+    assert "no records" in capsys.readouterr().out, "a prediction is not a measurement"

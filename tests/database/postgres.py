@@ -31,7 +31,7 @@ REQUIRE_ENV = "TENSORTUNE_REQUIRE_POSTGRES"
 SERVER_URL_ENV = "TENSORTUNE_TEST_DB_URL"
 BIN_ENV = "TENSORTUNE_PG_BIN"
 SUPERUSER = "tensortune"
-TABLES = ("records", "meta", "claims")
+TABLES = ("records", "meta", "claims", "predictions")
 
 
 def _missing(reason: str) -> None:

@@ -164,8 +164,10 @@ def test_cli_compile_runs_no_code_from_a_record(hostile_db, target, ds, other_co
 
 
 def test_compile_falls_back_to_the_default_when_no_record_validates(
-    tmp_path, target, ds, other_config
+    tmp_path, target, ds, other_config, monkeypatch
 ):
+    # no zero-shot choice either (it would pick by model, not by record)
+    monkeypatch.setattr("tensortune.tuning.zero_shot.pretrained_model", lambda: None)
     pwned = tmp_path / "pwned"
     lines = [
         line(target, config, with_flags(ds.schedule(config).trace, make(pwned)), 1e-6, run_id=name)

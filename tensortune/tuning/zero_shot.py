@@ -1,0 +1,184 @@
+"""Zero-shot configs: a schedule for a workload never measured on this target, chosen by the
+pretrained cost model with no measurement at all.
+
+The candidates are the template default, the best measured configs of the most similar
+workloads in the database (same op and design space, and points of this workload's space), the
+configs one step from those, and a seeded sample of the whole space, in that order; the model
+scores their transferable features (which mean the same for every shape, template and CPU) and
+the top-scored one wins. The steps come before the wide sample because the default and the
+similar bests are known to be good: a uniform sample of a space is mostly far worse than its
+default, so a prior that ranks it imperfectly risks a kernel many times slower, while a wrong
+step costs little.
+
+Featurising means lowering each candidate (10-300 ms each here, more on a busy host), so the
+sample is featurised in a fixed order until a time budget is spent: the whole choice stays under
+about two seconds, and a faster machine ranks more of the sample. The choice can therefore
+differ between runs, which is why it is recorded (``Prediction``) and reused rather than made
+again; ``benchmarks/zero_shot.py`` prints what it takes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..cost_model import CostModel
+from ..cost_model.features import PROGRAM_FEATURES, transferable_features
+from ..database import Database
+from ..database.prediction import Prediction
+from ..errors import SpecError
+from ..space import Config
+from ..space.template import DesignSpace
+from ..version import __version__
+from ..workload import Workload
+from ..workload import workload as parse_workload
+
+#: The seeded sample of the design space the model may rank, after the default, the similar
+#: workloads' bests and their neighbours: as much of it as the time budget allows, in order.
+SAMPLES = 256
+SEED = 0
+#: Wall-clock seconds after which no further sampled configs are featurised (the default, the
+#: similar workloads' bests and the first chunk always are): lowering one candidate takes
+#: 10-300 ms here, so the whole choice stays under about two seconds.
+BUDGET_SECONDS = 1.2
+CHUNK = 4
+#: A shipped model picks kernels unmeasured only if it ranked the held-out families' configs at
+#: least this well when it was trained (its file's ``meta["held_out"]``): a model that cannot
+#: rank shapes it never saw would trade the template default for a guess (a first prior trained
+#: on 117 records picked a batched GEMM 21x slower than the default).
+MIN_HELD_OUT_ACCURACY = 0.75
+#: The most similar measured workloads (of the same op) whose best configs are candidates...
+SIMILAR_WORKLOADS = 3
+#: ... and how many of each one's best configs.
+SIMILAR_CONFIGS = 2
+
+
+@functools.cache
+def pretrained_model() -> CostModel | None:
+    """The package's pretrained model, loaded once per process; None (after one warning saying
+    compiles use the template default) when it is missing or unusable."""
+    from ..cost_model import pretrained
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = pretrained.load_pretrained()
+    why = "; ".join(str(w.message).removesuffix("; learning from scratch") for w in caught)
+    if model is not None:
+        held = (pretrained.pretrained_meta() or {}).get("held_out") or {}
+        accuracy = held.get("pairwise_accuracy")
+        if accuracy is None or accuracy < MIN_HELD_OUT_ACCURACY:
+            shown = "not measured" if accuracy is None else f"{accuracy:.2f}"
+            why = (
+                f"the pretrained cost model's pairwise accuracy on held-out workloads is {shown}, "
+                f"below the {MIN_HELD_OUT_ACCURACY} a zero-shot choice needs"
+            )
+            model = None
+    if model is None:
+        warnings.warn(
+            f"{why or 'no pretrained cost model'}: compiling untuned workloads with the template "
+            "default config (no zero-shot choice)",
+            stacklevel=3,
+        )
+    return model
+
+
+def choose(
+    ds: DesignSpace, model: CostModel, database: Database | None, target_key: str
+) -> Prediction:
+    """The candidate ``model`` ranks first (see the module docstring), as an unrecorded
+    Prediction; the default when no candidate can be featurised."""
+    start = time.perf_counter()
+    similar = similar_configs(ds, database, target_key) if database is not None else []
+    seeds = _unique([(ds.default, "default"), *similar], ds)
+    always = len(seeds) + CHUNK
+    pool = _unique([*seeds, *near(ds, seeds), *((c, "sample") for c in sample(ds))], ds)
+    rows = []
+    done = 0
+    while done < len(pool) and (done < always or time.perf_counter() - start < BUDGET_SECONDS):
+        chunk = pool[done : done + CHUNK]
+        rows.append(transferable_features(ds, [config for config, _ in chunk]))
+        done += len(chunk)
+    candidates, features = pool[:done], np.vstack(rows)
+    scores = np.asarray(model.predict(features), dtype=np.float64)
+    builds = ~np.isnan(features[:, : len(PROGRAM_FEATURES)]).all(axis=1)  # NaN: did not lower
+    scores = np.where(builds & np.isfinite(scores), scores, -np.inf)
+    best = int(np.argmax(scores)) if np.isfinite(scores).any() else 0
+    config, source = candidates[best]
+    return Prediction(
+        workload=ds.workload.name,
+        target=target_key,
+        config=config,
+        source=source,
+        model=f"pretrained {type(model).__name__}",
+        candidates=len(candidates),
+        choice_seconds=time.perf_counter() - start,
+        space=ds.name,
+    )
+
+
+def near(ds: DesignSpace, seeds: Sequence[tuple[Config, str]]) -> list[tuple[Config, str]]:
+    """The configs one step from each seed, in a seeded random order (so the time budget
+    cuts no knob's steps first): where a weak prior's mistakes cost least."""
+    steps = [
+        (config, f"near {source}") for seed, source in seeds for config in ds.space.neighbours(seed)
+    ]
+    order = np.random.default_rng(SEED).permutation(len(steps))
+    return [steps[i] for i in order]
+
+
+def sample(ds: DesignSpace) -> list[Config]:
+    """The seeded sample of the space the model ranks."""
+    return ds.space.sample(np.random.default_rng(SEED), SAMPLES)
+
+
+def similar_configs(
+    ds: DesignSpace, database: Database, target_key: str
+) -> list[tuple[Config, str]]:
+    """The best measured configs of the workloads of the same op nearest in shape (see
+    ``shape_distance``), each a valid point of ``ds``, tagged with where they came from."""
+    wl = ds.workload
+    others = []
+    for name in database.workloads(target_key):
+        if name == wl.name or name.partition(":")[0] != wl.op:
+            continue
+        try:
+            others.append((shape_distance(wl, parse_workload(name)), name))
+        except SpecError:  # a database is shared data: a name this version cannot parse
+            continue
+    found = []
+    for _, name in sorted(others)[:SIMILAR_WORKLOADS]:
+        best = database.top_k(name, target_key, SIMILAR_CONFIGS, version=__version__, space=ds.name)
+        found += [(rec.config, f"similar {name}") for rec in best if ds.space.is_valid(rec.config)]
+    return found
+
+
+def shape_distance(a: Workload, b: Workload) -> float:
+    """How far apart two workloads of one op are: summed |log ratio| of their integer
+    parameters, plus 1 per other parameter (layout, epilogue) that differs."""
+    pa, pb = dict(a.params), dict(b.params)
+    total = 0.0
+    for key in pa.keys() | pb.keys():
+        x, y = pa.get(key), pb.get(key)
+        if isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
+            total += abs(math.log(x / y))
+        elif x != y:
+            total += 1.0
+    return total
+
+
+def _unique(candidates: Sequence[tuple[Any, str]], ds: DesignSpace) -> list[tuple[Config, str]]:
+    """Candidates without repeats (the first source of a config is kept)."""
+    seen: set[str] = set()
+    out = []
+    for config, source in candidates:
+        key = ds.space.config_key(config)
+        if key not in seen:
+            seen.add(key)
+            out.append((config, source))
+    return out

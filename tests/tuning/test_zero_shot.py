@@ -1,0 +1,198 @@
+"""Zero-shot compile: a workload never measured here gets the config a pretrained model ranks
+first, with no measurement, recorded as a prediction that nothing mistakes for a timing."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.cost_model import get_cost_model
+from tensortune.cost_model import pretrained as pretrained_module
+from tensortune.cost_model.features import transferable_features
+from tensortune.cost_model.pretrained import load_pretrained, save_pretrained
+from tensortune.database import Database, TuningRecord, open_database
+from tensortune.space.registry import design_space
+from tensortune.target import Target
+from tensortune.tuning import zero_shot
+from tensortune.tuning.apply import chosen_schedule
+
+TRAIN = "matmul:M=16,N=16,K=16"
+UNSEEN = "matmul:M=24,N=32,K=16"  # a different shape: never measured anywhere
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, target: Target) -> tuple[Path, Path]:
+    """(a database of 8 measured configs of TRAIN, a prior trained on them). The times are
+    made up (tuning for real takes minutes on a busy host): these tests check what zero-shot
+    compile does with a prior, not how good the prior is (``benchmarks/zero_shot.py`` does)."""
+    folder = tmp_path_factory.mktemp("prior")
+    ds = design_space(tt.workload(TRAIN), target)
+    configs = [ds.default, *ds.space.sample(np.random.default_rng(0), 7)]
+    features = transferable_features(ds, configs)
+    costs = [1e-5 * (1 + i) for i in range(len(configs))]
+    db = folder / "train.db"
+    with open_database(db) as database:
+        for trial, (config, seconds) in enumerate(zip(configs, costs, strict=True)):
+            database.commit_record(
+                TuningRecord(
+                    workload=ds.workload.name, target=str(target), config=config,
+                    seconds=seconds, reference_seconds=1e-5, ratio=seconds / 1e-5,
+                    strategy="random", trial=trial,
+                )
+            )  # fmt: skip
+    model = get_cost_model("lgbm-rank").fit(features, costs)
+    path = folder / "prior.json"
+    save_pretrained(model, path, meta={"trained_on": TRAIN})
+    return db, path
+
+
+@pytest.fixture
+def prior(trained: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The trained prior as the package's model; returns a copy of the training database."""
+    db, path = trained
+    monkeypatch.setattr(zero_shot, "pretrained_model", lambda: load_pretrained(path))
+    copy = tmp_path / "tuning.db"
+    shutil.copy(db, copy)
+    return copy
+
+
+@pytest.fixture
+def no_prior(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The package's model file is missing (loaded afresh, as in a new process)."""
+    monkeypatch.setattr(pretrained_module, "PRETRAINED_PATH", tmp_path / "missing.json")
+    zero_shot.pretrained_model.cache_clear()
+    yield
+    zero_shot.pretrained_model.cache_clear()
+
+
+def _check(kernel: tt.Kernel, spec: str) -> None:
+    wl = tt.workload(spec)
+    inputs = wl.random_inputs(0)
+    np.testing.assert_allclose(kernel(*inputs), wl.reference(inputs), rtol=1e-4, atol=1e-5)
+
+
+def _prediction(db: Path, target: Target, spec: str = UNSEEN):  # type: ignore[no-untyped-def]
+    with open_database(db, readonly=True) as database:
+        return database.prediction(tt.workload(spec).name, str(target))
+
+
+def test_an_unseen_shape_gets_a_recorded_prediction_and_no_trial(prior: Path, target) -> None:
+    kernel = tt.compile(UNSEEN, db=prior, target=target)
+    _check(kernel, UNSEEN)
+    found = _prediction(prior, target)
+    assert found is not None and found.candidates > 1 and found.model.startswith("pretrained")
+    assert found.config == chosen_schedule(tt.workload(UNSEEN), prior, target).prediction.config  # type: ignore[union-attr]
+    with open_database(prior, readonly=True) as database:
+        assert database.records(found.workload) == [], "a prediction is never a trial"
+        assert database.best(found.workload, str(target)) is None
+        out = io.StringIO()
+        database.export_jsonl(out)
+        assert found.workload not in out.getvalue(), "nor exported as a measurement"
+    again = tt.compile(UNSEEN, db=prior, target=target)
+    assert again.library_path == kernel.library_path, "the second compile reuses the choice"
+    assert _prediction(prior, target) == found
+
+
+def test_similar_workloads_best_configs_are_candidates(prior: Path, target) -> None:
+    ds = design_space(tt.workload(UNSEEN), target)
+    with open_database(prior, readonly=True) as database:
+        best = database.best(tt.workload(TRAIN).name, str(target))
+        similar = zero_shot.similar_configs(ds, database, str(target))
+    assert best is not None and ds.space.is_valid(best.config)
+    assert (best.config, f"similar {tt.workload(TRAIN).name}") in similar
+    near, far = (tt.workload(s) for s in ("matmul:M=24,N=32,K=32", "matmul:M=512,N=32,K=16"))
+    assert zero_shot.shape_distance(ds.workload, near) < zero_shot.shape_distance(ds.workload, far)
+
+
+def test_a_later_tune_measures_the_predicted_config_and_then_wins(prior: Path, target) -> None:
+    tt.compile(UNSEEN, db=prior, target=target)
+    found = _prediction(prior, target)
+    assert found is not None
+    with open_database(prior) as database:  # what the tuner asks before measuring
+        assert database.measured_keys(found.workload, found.target) == set()
+        assert not database.has(found.workload, found.target, found.config_key)
+        database.commit_record(  # ... and what it records after measuring
+            TuningRecord(
+                workload=found.workload, target=found.target, config=found.config,
+                seconds=2e-5, strategy="model", trial=0,
+            )
+        )  # fmt: skip
+    chosen = chosen_schedule(tt.workload(UNSEEN), prior, target)
+    assert chosen.record is not None and chosen.prediction is None
+
+
+def test_without_a_model_the_default_is_used_with_one_warning(
+    no_prior: None, tmp_path: Path, target
+) -> None:
+    db = tmp_path / "empty.db"
+    open_database(db).close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernels = [tt.compile(UNSEEN, db=db, target=target) for _ in range(2)]
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    assert "template default" in str(caught[0].message)
+    assert "missing.json" in str(caught[0].message)
+    _check(kernels[0], UNSEEN)
+    chosen = chosen_schedule(tt.workload(UNSEEN), db, target)
+    ds = design_space(tt.workload(UNSEEN), target)
+    assert chosen.prediction is None and chosen.schedule.trace == ds.schedule(ds.default).trace
+    assert _prediction(db, target) is None
+
+
+def test_a_choice_that_cannot_be_recorded_still_compiles(prior: Path, target) -> None:
+    with open_database(prior, readonly=True) as database:
+        assert isinstance(database, Database)
+        with pytest.warns(tt.RecordWarning, match="was not recorded"):
+            kernel = tt.compile(UNSEEN, db=database, target=target)
+    _check(kernel, UNSEEN)
+    assert _prediction(prior, target) is None
+
+
+def test_a_recorded_prediction_that_no_longer_builds_is_chosen_again(prior: Path, target) -> None:
+    from tensortune.database import Prediction
+
+    wl = tt.workload(UNSEEN)
+    with open_database(prior) as database:
+        database.record_prediction(
+            Prediction(
+                workload=wl.name, target=str(target), config={"no_such_knob": 1},
+                source="sample", model="an older model", candidates=3, choice_seconds=0.1,
+            )
+        )  # fmt: skip
+    with pytest.warns(tt.RecordWarning, match="skipped the recorded zero-shot prediction"):
+        _check(tt.compile(UNSEEN, db=prior, target=target), UNSEEN)
+    found = _prediction(prior, target)
+    assert found is not None and found.model.startswith("pretrained")
+
+
+@pytest.mark.parametrize(("held_out", "trusted"), [(None, False), (0.6, False), (0.9, True)])
+def test_the_shipped_model_chooses_only_as_far_as_its_held_out_check_allows(
+    trained: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    held_out: float | None,
+    trusted: bool,
+) -> None:
+    """A model that could not rank the held-out families' configs keeps the default."""
+    doc = json.loads(trained[1].read_text())
+    doc["meta"]["held_out"] = {"pairwise_accuracy": held_out}
+    path = tmp_path / "default.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(pretrained_module, "PRETRAINED_PATH", path)
+    zero_shot.pretrained_model.cache_clear()
+    try:
+        if trusted:
+            assert zero_shot.pretrained_model() is not None
+        else:
+            with pytest.warns(UserWarning, match="held-out workloads is"):
+                assert zero_shot.pretrained_model() is None
+    finally:
+        zero_shot.pretrained_model.cache_clear()
