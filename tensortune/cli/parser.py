@@ -104,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``tensortune`` parser; each subcommand sets ``run`` to its command function."""
     from ..search.registry import STRATEGIES
     from .commands import cmd_best, cmd_compile, cmd_history, cmd_report, cmd_tune
+    from .dataset_commands import add_dataset_commands
     from .model_commands import add_model_commands
 
     parser = _Parser(
@@ -176,6 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="stop after N trials in a row without a new best (default: never)",
     )
+    p.add_argument(
+        "--fleet",
+        default=None,
+        metavar="ADDR",
+        help="build and time candidates on the nodes of a Ray cluster: 'auto' (this machine's "
+        "cluster, or a new local one), ray://HOST:PORT or HOST:PORT (needs "
+        'pip install "tensortune[fleet]"; default: on this machine)',
+    )
     p.set_defaults(run=cmd_tune)
 
     p = _command(
@@ -242,8 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "compile",
         "compile a workload with its best tuned schedule",
-        "Builds the kernel from the best valid record for this target (the design space's\n"
-        "default when there is none) and prints the path of the shared library; --emit-c\n"
+        "Builds the kernel from the best valid record for this target (with none, the config\n"
+        "the pretrained cost model ranks first, recorded as a prediction, or the design\n"
+        "space's default) and prints the path of the shared library; --emit-c\n"
         "prints the generated C instead, --emit-ir the final loop-nest IR it is printed from.\n"
         "Does not create a database that does not exist.",
     )
@@ -257,4 +267,5 @@ def build_parser() -> argparse.ArgumentParser:
     _threads_option(p, "threads the kernel runs on")
     p.set_defaults(run=cmd_compile)
     add_model_commands(sub, _command, _db_option, _threads_option)
+    add_dataset_commands(sub, _command, _positive_int, _positive_float)
     return parser

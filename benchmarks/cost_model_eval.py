@@ -1,0 +1,278 @@
+"""How well cost models trained on the dataset rank configs of networks they never saw.
+
+    python benchmarks/cost_model_eval.py [data/dataset] [--models lgbm-rank,xgb-rank,random]
+                                         [--collect-held-out --max-seconds 600]
+
+Trains each model on the records of the training families (and random shapes) and scores it on
+the records of the held-out families (``tensortune.dataset.HELD_OUT_FAMILIES``: every layer
+excluded from training by workload key), TenSet's protocol. Per held-out workload (one group per
+workload, target and CPU kind): pairwise ranking accuracy, Spearman's rank correlation between
+predicted score and true throughput, and the top-1 / top-5 score (best true throughput among the
+model's top k, divided by the best measured; ``ranking_metrics``). Printed per op class (mean
+over its workloads) and overall (mean over workloads weighted by their measured configs), for:
+
+- every model of ``--models`` trained on all training records;
+- the template default alone (top-1 only: how far the fixed default is from the best measured);
+- a model trained only on a restricted target's records (``--restricted``: ``avx2`` or
+  ``threads=1``), evaluated on the held-out records of every other target, when such records
+  exist;
+- a model trained on other CPU kinds' records evaluated on this host's, when the dataset holds
+  more than one kind.
+
+Each figure names the CPU kinds its training and test records come from. With no held-out
+records in the dataset it says so; ``--collect-held-out`` then measures them first (into the
+dataset's tuning database, ``--db``) and evaluates on what it collected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tensortune as tt
+from tensortune.cost_model import ranking_metrics
+from tensortune.database import open_database
+from tensortune.database.record import canonical_json
+from tensortune.dataset import (
+    HELD_OUT_FAMILIES,
+    collect,
+    collection_order,
+    cpu_kind,
+    dataset_db_path,
+    export_dataset,
+    feature_set,
+    fit,
+    groups_of,
+    held_out_workloads,
+    read_records,
+    target_of,
+    training_records,
+)
+from tensortune.space.registry import design_space
+
+Records = list[dict[str, Any]]
+METRICS = ("pairwise_accuracy", "spearman", "top1_score", "top5_score")
+HEADER = ("pairwise", "spearman", "top-1", "top-5")
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks with ties averaged (what Spearman's coefficient correlates)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse]
+
+
+def spearman(scores: np.ndarray, costs: np.ndarray) -> float:
+    """Rank correlation of predicted score with true throughput (a failure's is 0)."""
+    throughput = np.where(np.isfinite(costs), 1.0 / np.maximum(costs, 1e-300), 0.0)
+    a, b = _ranks(scores), _ranks(throughput)
+    if a.std() == 0 or b.std() == 0:
+        return math.nan
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def group_metrics(scores: np.ndarray, costs: np.ndarray) -> dict[str, float]:
+    return {**ranking_metrics(scores, costs), "spearman": spearman(scores, costs)}
+
+
+def evaluate(predict: Callable[[np.ndarray], np.ndarray], test: Records) -> dict[str, Any]:
+    """Per-workload metrics of ``predict`` on the test records, by op class and overall."""
+    data = feature_set(groups_of(test), test)
+    scores = predict(data.features)
+    rows: dict[str, list[tuple[int, dict[str, float]]]] = {}
+    for gid, group in enumerate(data.info):
+        mask = data.groups == gid
+        if mask.sum() < 2:
+            continue
+        rows.setdefault(group.op_class, []).append(
+            (int(mask.sum()), group_metrics(scores[mask], data.costs[mask]))
+        )
+    return summarise(rows)
+
+
+def summarise(rows: dict[str, list[tuple[int, dict[str, float]]]]) -> dict[str, Any]:
+    def mean(items: Sequence[tuple[int, dict[str, float]]], key: str, weighted: bool) -> float:
+        vals = [(n if weighted else 1, m[key]) for n, m in items if not math.isnan(m[key])]
+        total = sum(w for w, _ in vals)
+        return sum(w * v for w, v in vals) / total if total else math.nan
+
+    per_class = {
+        cls: {
+            "groups": len(items),
+            "configs": sum(n for n, _ in items),
+            **{k: mean(items, k, False) for k in METRICS},
+        }
+        for cls, items in sorted(rows.items())
+    }
+    everything = [item for items in rows.values() for item in items]
+    overall = {
+        "groups": len(everything),
+        "configs": sum(n for n, _ in everything),
+        **{k: mean(everything, k, True) for k in METRICS},
+    }
+    return {"per_class": per_class, "overall": overall}
+
+
+def default_top1(test: Records) -> dict[str, Any]:
+    """The template default's top-1 score per workload: a model must beat it to be useful."""
+    rows: dict[str, list[tuple[int, dict[str, float]]]] = {}
+    first = {(r["workload"], r["target"], r["cpu_kind"]): r for r in test}
+    for group in groups_of(test):
+        default = design_space(tt.workload(group.key[0]), target_of(first[group.key])).default
+        keys = [canonical_json(c) for c in group.configs]
+        if canonical_json(default) not in keys or len(keys) < 2:
+            continue
+        scores = np.array([1.0 if k == canonical_json(default) else 0.0 for k in keys])
+        m = ranking_metrics(scores, np.array(group.costs))
+        rows.setdefault(group.op_class, []).append(
+            (
+                len(keys),
+                {
+                    "pairwise_accuracy": math.nan,
+                    "spearman": math.nan,
+                    "top1_score": m["top1_score"],
+                    "top5_score": math.nan,
+                },
+            )
+        )
+    return summarise(rows)
+
+
+def kinds(records: Records) -> str:
+    return ", ".join(sorted({r["cpu_kind"] for r in records})) or "none"
+
+
+def show(title: str, result: dict[str, Any], train: Records | None, test: Records) -> None:
+    used = f"train: {kinds(train)} ({len(train)} records); " if train is not None else ""
+    print(f"\n{title}\n  {used}test: {kinds(test)} ({len(test)} records)")
+    print(f"  {'op class':18} {'groups':>6} {'configs':>7} " + " ".join(f"{h:>9}" for h in HEADER))
+    for cls, m in [*result["per_class"].items(), ("overall (weighted)", result["overall"])]:
+        values = " ".join(f"{m[k]:9.3f}" for k in METRICS)
+        print(f"  {cls:18} {m['groups']:6d} {m['configs']:7d} {values}")
+
+
+def model_figure(title: str, name: str, train: Records, test: Records, seed: int) -> None:
+    if not train or not test:
+        print(f"\n{title}\n  skipped: no {'training' if not train else 'test'} records")
+        return
+    model, _ = fit(train, name, seed)
+    show(title, evaluate(model.predict, test), train, test)
+
+
+def restricted(records: Records, spec: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a record was taken on the restricted target ``avx2`` or ``threads=N``."""
+    if spec.startswith("threads="):
+        n = int(spec.split("=", 1)[1])
+        return lambda r: r["threads"] == n
+    return lambda r: r["isa"] == spec
+
+
+def collect_held_out(db_path: str, max_seconds: float, trials: int) -> Records:
+    target = tt.Target.detect()
+    with open_database(db_path) as db:
+        steps = collect(
+            db,
+            collection_order(held_out_workloads()),
+            target,
+            trials=trials,
+            max_seconds=max_seconds,
+            progress=lambda s: print(
+                f"  [{s.index}/{s.total}] {s.workload}: {s.before} -> {s.after} configs", flush=True
+            ),
+        )
+        print(f"collected {sum(s.after - s.before for s in steps)} configs of held-out workloads")
+        with tempfile.TemporaryDirectory() as tmp:
+            export_dataset(db, Path(tmp) / "held_out.jsonl.gz", host=target)
+            return read_records([tmp])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("inputs", nargs="*", default=["data/dataset"], help="dataset files or dirs")
+    ap.add_argument(
+        "--models",
+        default="lgbm-rank,xgb-rank,random",
+        help="registered cost models, comma-separated",
+    )
+    ap.add_argument("--restricted", default="threads=1", help="avx2 or threads=N")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--collect-held-out",
+        action="store_true",
+        help="measure the held-out families first when the dataset has none",
+    )
+    ap.add_argument(
+        "--db",
+        default=None,
+        help="tuning database to collect into (default: dataset.db in the user cache directory)",
+    )
+    ap.add_argument("--max-seconds", type=float, default=600.0, help="collection budget")
+    ap.add_argument("--trials-per-workload", type=int, default=12)
+    args = ap.parse_args(argv)
+
+    records = read_records(args.inputs)
+    held = set(held_out_workloads())
+    train = training_records(records)
+    test = [r for r in records if r["workload"] in held]
+    if not test:
+        print(
+            f"the dataset has no records of the held-out families ({', '.join(HELD_OUT_FAMILIES)})"
+        )
+        if not args.collect_held_out:
+            print("rerun with --collect-held-out to measure them first")
+            return 1
+        test = [
+            r
+            for r in collect_held_out(
+                args.db or str(dataset_db_path()), args.max_seconds, args.trials_per_workload
+            )
+            if r["workload"] in held
+        ]
+        if not test:
+            print("no held-out records could be collected in the budget")
+            return 1
+    host = tt.Target.detect()
+    print(
+        f"held-out families: {', '.join(HELD_OUT_FAMILIES)}; this host: "
+        f"{cpu_kind(host.name, host.isa)}; {len(train)} training and {len(test)} test records"
+    )
+    for name in args.models.split(","):
+        model_figure(f"{name}: trained on the training families", name, train, test, args.seed)
+    show(
+        "template default (no model): top-1 = default's throughput / best measured",
+        default_top1(test),
+        None,
+        test,
+    )
+    name = args.models.split(",")[0]
+    on = restricted(records, args.restricted)
+    model_figure(
+        f"{name}: trained only on {args.restricted} records, tested on the other targets",
+        name,
+        [r for r in train if on(r)],
+        [r for r in test if not on(r)],
+        args.seed,
+    )
+    here = cpu_kind(host.name, host.isa)
+    model_figure(
+        f"{name}: trained on other CPU kinds, tested on this host's ({here})",
+        name,
+        [r for r in train if r["cpu_kind"] != here],
+        [r for r in test if r["cpu_kind"] == here],
+        args.seed,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

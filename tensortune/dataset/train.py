@@ -1,0 +1,177 @@
+"""Fit the pretrained cost model on exported dataset records.
+
+Features are recomputed here from (workload, target, config), never read from the files. Rows
+are grouped by workload, target and CPU kind: costs (ratios to the template default timed
+beside each candidate) compare only within a group. A config measured several times counts
+once, by its median; a config that never succeeded is a failure (the worst of its group).
+Records of registered plug-in spaces are skipped (their code never travels with a record), and
+so are held-out workloads: the prior never sees a layer of a held-out network.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..cost_model import CostModel, get_cost_model, ranking_metrics
+from ..cost_model.features import transferable_features
+from ..cost_model.pretrained import PRETRAINED_PATH, save_pretrained
+from ..database.record import canonical_json, rank_score
+from ..space.registry import design_space
+from ..workload import workload
+from .records import DatasetError, target_of
+from .workloads import check_no_held_out, held_out_workloads
+
+GroupKey = tuple[str, str, str]
+"""(workload, target, cpu_kind): the records whose costs may be compared."""
+
+
+@dataclass
+class Group:
+    """One workload on one target and CPU: its distinct configs and their costs."""
+
+    key: GroupKey
+    op_class: str
+    configs: list[dict[str, Any]]
+    costs: list[float]
+    records: int
+
+
+@dataclass
+class FeatureSet:
+    """Rows for ``CostModel.fit``: features, costs (inf = failed) and a group id per row."""
+
+    features: np.ndarray
+    costs: np.ndarray
+    groups: np.ndarray
+    info: list[Group] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(g.records for g in self.info)
+
+
+def groups_of(records: Sequence[dict[str, Any]]) -> list[Group]:
+    """Records by (workload, target, CPU kind), each config once with its median cost."""
+    by_key: dict[GroupKey, list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("space", ""):
+            continue
+        key = (rec["workload"], rec["target"], rec["cpu_kind"])
+        by_key.setdefault(key, []).append(rec)
+    out = []
+    for key, recs in sorted(by_key.items()):
+        ok = [SimpleNamespace(**r) for r in recs if r.get("error") is None]
+        score = rank_score(ok) if ok else None
+        times: dict[str, list[float]] = {}
+        configs: dict[str, dict[str, Any]] = {}
+        for r in recs:
+            k = canonical_json(r["config"])
+            configs.setdefault(k, r["config"])
+            times.setdefault(k, [])
+            if score is not None and r.get("error") is None:
+                times[k].append(float(score(SimpleNamespace(**r))))
+        costs = [statistics.median(t) if t else math.inf for t in times.values()]
+        out.append(Group(key, recs[0]["op_class"], list(configs.values()), costs, len(recs)))
+    return out
+
+
+def feature_set(groups: Sequence[Group], records: Sequence[dict[str, Any]]) -> FeatureSet:
+    """Recompute ``transferable_features`` of every group's configs on its own target."""
+    first = {(r["workload"], r["target"], r["cpu_kind"]): r for r in records}
+    xs: list[np.ndarray] = []
+    ys: list[list[float]] = []
+    gs: list[np.ndarray] = []
+    kept: list[Group] = []
+    for group in groups:
+        design = design_space(workload(group.key[0]), target_of(first[group.key]))
+        valid = [i for i, c in enumerate(group.configs) if design.space.is_valid(c)]
+        if not valid:
+            continue
+        xs.append(transferable_features(design, [group.configs[i] for i in valid]))
+        ys.append([group.costs[i] for i in valid])
+        gs.append(np.full(len(valid), len(kept)))
+        kept.append(group)
+    if not kept:
+        raise DatasetError("no record of the dataset is a valid config of this version's spaces")
+    return FeatureSet(np.vstack(xs), np.concatenate(ys), np.concatenate(gs), kept)
+
+
+def held_out_check(model: CostModel, held: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How well ``model`` ranks the configs of the held-out families' workloads (never trained
+    on): the mean pairwise accuracy and top-5 score over workloads, weighted by configs. A
+    zero-shot compile trusts the model only as far as this says (``tuning.zero_shot``)."""
+    if not held:
+        return {"workloads": 0, "pairwise_accuracy": None, "top5_score": None}
+    data = feature_set(groups_of(held), held)
+    scores = model.predict(data.features)
+    weights: list[int] = []
+    rows: list[dict[str, float]] = []
+    for gid in range(len(data.info)):
+        mask = data.groups == gid
+        metrics = ranking_metrics(scores[mask], data.costs[mask])
+        if mask.sum() >= 2 and not math.isnan(metrics["pairwise_accuracy"]):
+            weights.append(int(mask.sum()))
+            rows.append(metrics)
+
+    def mean(name: str) -> float | None:
+        return float(np.average([r[name] for r in rows], weights=weights)) if rows else None
+
+    return {
+        "workloads": len(rows),
+        "pairwise_accuracy": mean("pairwise_accuracy"),
+        "top5_score": mean("top5_score"),
+    }
+
+
+def training_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of workloads that may be trained on (held-out families removed)."""
+    held = set(held_out_workloads())
+    return [r for r in records if r["workload"] not in held]
+
+
+def fit(
+    records: Sequence[dict[str, Any]], model: str = "lgbm-rank", seed: int = 0
+) -> tuple[CostModel, FeatureSet]:
+    """A fresh registered model fitted on the records' recomputed features; records of a
+    held-out family are refused (pass them through ``training_records`` first)."""
+    check_no_held_out({r["workload"] for r in records})
+    data = feature_set(groups_of(records), records)
+    return get_cost_model(model, seed).fit(data.features, data.costs, data.groups), data
+
+
+def train_pretrained(
+    records: Sequence[dict[str, Any]], model: str = "lgbm-rank", path: str | Path | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """Fit ``model`` on every trainable record and save it as a pretrained file (default: the
+    package's); returns the path and the meta saved beside the model."""
+    train = training_records(records)
+    if not train:
+        raise DatasetError("every record belongs to a held-out family: nothing to train on")
+    fitted, data = fit(train, model)
+    held = [r for r in records if r["workload"] in set(held_out_workloads())]
+    per_class: dict[str, int] = {}
+    for g in data.info:
+        per_class[g.op_class] = per_class.get(g.op_class, 0) + g.records
+    meta = {
+        "model": model,
+        "records": data.records,
+        "configs": len(data.costs),
+        "workloads": len({g.key[0] for g in data.info}),
+        "records_per_op_class": dict(sorted(per_class.items())),
+        "cpu_kinds": sorted({g.key[2] for g in data.info}),
+        "targets": sorted({g.key[1] for g in data.info}),
+        "date": datetime.date.today().isoformat(),
+        "held_out": held_out_check(fitted, held),
+    }
+    out = Path(PRETRAINED_PATH if path is None else path)
+    save_pretrained(fitted, out, meta=meta)
+    return out, meta

@@ -1,0 +1,53 @@
+"""``tensortune dataset export|train|card`` end to end, as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tensortune.database import open_database
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tensortune", "dataset", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_export_train_card(tiny_db, tmp_path):
+    out = tmp_path / "data" / "tiny.jsonl.gz"
+    out.parent.mkdir()
+    done = _run("export", "--db", str(tiny_db), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "wrote 36 records" in done.stdout
+    done = _run("train", str(out.parent), "-o", str(tmp_path / "prior.json"))
+    assert done.returncode == 0, done.stderr
+    assert "on 24 records of 2 workloads" in done.stdout and (tmp_path / "prior.json").is_file()
+    done = _run("card", str(out), "-o", str(tmp_path / "CARD.md"))
+    assert done.returncode == 0 and "| softmax | 12 |" in (tmp_path / "CARD.md").read_text()
+
+
+def test_bad_input_is_one_error_line_exit_2(tmp_path):
+    done = _run("export", "--db", str(tmp_path / "none.db"), "-o", str(tmp_path / "x.jsonl.gz"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: no tuning database at") and done.stderr.count("\n") == 1
+    with open_database(tmp_path / "empty.db"):
+        pass
+    done = _run("export", "--db", str(tmp_path / "empty.db"), "-o", str(tmp_path / "e.jsonl.gz"))
+    assert done.returncode == 2 and "holds no records to export" in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "e.jsonl.gz").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _run("train", str(empty))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "no dataset records" in done.stderr
+
+
+def test_collect_refuses_a_bad_target_before_measuring(tmp_path):
+    done = _run("collect", "--db", str(tmp_path / "d.db"), "--target", "avx9000")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "unknown isa 'avx9000'" in done.stderr and not (tmp_path / "d.db").exists()

@@ -1,0 +1,129 @@
+"""Dataset export -> train round trip, held-out exclusion and the error paths."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from tensortune.cost_model.features import TRANSFERABLE_FEATURES
+from tensortune.cost_model.pretrained import load_pretrained, pretrained_meta
+from tensortune.database import open_database
+from tensortune.dataset import (
+    DatasetError,
+    check_no_held_out,
+    collect,
+    collection_order,
+    cpu_kind,
+    export_dataset,
+    feature_set,
+    fit,
+    groups_of,
+    held_out_workloads,
+    measured_trials,
+    op_class,
+    read_records,
+    train_pretrained,
+    training_records,
+    training_workloads,
+)
+from tensortune.dataset.card import card_text
+from tensortune.dataset.workloads import HELD_OUT_FAMILIES, random_workloads
+from tensortune.errors import TensorTuneError
+from tensortune.workload.zoo import layers
+
+from .conftest import SPECS
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_db, tmp_path_factory, target):
+    path = tmp_path_factory.mktemp("export") / "tiny.jsonl.gz"
+    with open_database(tiny_db, readonly=True) as db:
+        result = export_dataset(db, path, host=target)
+    assert (result.written, result.skipped) == (36, 0)
+    return path
+
+
+def test_export_writes_one_record_per_measurement_without_features(exported, target):
+    with gzip.open(exported, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    assert {r["workload"] for r in rows} == set(SPECS)
+    first = rows[0]
+    assert first["target"] == str(target) and first["threads"] == target.num_threads
+    assert first["isa"] == target.isa and first["cpu"] == target.name
+    assert first["cpu_kind"] == cpu_kind(target.name, target.isa)
+    assert first["ratio"] == pytest.approx(first["seconds"] / first["reference_seconds"])
+    assert first["op_class"] == "matmul" and "version" in first
+    assert not any("feature" in key for key in first)
+    assert sum(r["error"] == "compile" for r in rows) == 3
+
+
+def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, tmp_path):
+    records = read_records([exported.parent])  # a directory stands for its .jsonl.gz
+    path, meta = train_pretrained(records, "lgbm-rank", tmp_path / "prior.json")
+    assert meta["workloads"] == 2  # the held-out dense layer is not trained on
+    assert meta["records"] == 24 and meta["records_per_op_class"] == {"matmul": 12, "softmax": 12}
+    model = load_pretrained(path)
+    assert model is not None and pretrained_meta(path)["records"] == 24
+    data = feature_set(groups_of(records), records)
+    assert data.features.shape == (36, len(TRANSFERABLE_FEATURES))
+    scores = model.predict(data.features)
+    assert scores.shape == (36,) and np.isfinite(scores).all()
+
+
+def test_groups_take_the_median_ratio_and_mark_failures_inf(exported):
+    groups = groups_of(read_records([exported]))
+    assert len(groups) == 3 and all(len(g.configs) == 12 for g in groups)
+    assert all(np.isinf(g.costs).sum() == 1 for g in groups)
+
+
+def test_held_out_families_never_reach_training():
+    held = set(held_out_workloads())
+    assert held and all(layer.spec for layer in layers(HELD_OUT_FAMILIES))
+    assert not held & set(training_workloads(random_per_class=20))
+    check_no_held_out(training_workloads())
+    with pytest.raises(TensorTuneError, match="held-out workload"):
+        check_no_held_out([*training_workloads()[:3], next(iter(held))])
+    records = [{"workload": w} for w in (next(iter(held)), SPECS[0])]
+    assert training_records(records) == [{"workload": SPECS[0]}]
+    with pytest.raises(TensorTuneError, match="held-out workload"):
+        fit(records)  # the guard every trained model goes through
+
+
+def test_workload_set_covers_every_op_class_and_is_seeded():
+    assert random_workloads(2, seed=1) == random_workloads(2, seed=1)
+    classes = {op_class(s) for s in training_workloads()}
+    assert {"matmul", "batch_matmul", "dense", "conv2d", "depthwise_conv2d"} <= classes
+    assert {"maxpool2d", "softmax", "layernorm"} <= classes
+    first = collection_order(training_workloads())[: len(classes)]
+    assert {op_class(s) for s in first} == classes  # a short chunk covers them all
+
+
+def test_card_counts_records_per_op_class(exported):
+    text = card_text(read_records([exported]), notes=["loaded host"])
+    assert "| matmul | 12 | 11 | 1 | 0 |" in text and "| dense | 12 | 11 | 0 | 1 |" in text
+    assert "mobilenet_v2" in text and "- loaded host" in text
+
+
+def test_bad_files_are_one_clear_error(tmp_path):
+    with pytest.raises(DatasetError, match="no dataset file"):
+        read_records([tmp_path / "missing.jsonl.gz"])
+    with pytest.raises(DatasetError, match="no dataset records"):
+        read_records([tmp_path])
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_text("not gzip")
+    with pytest.raises(DatasetError, match="cannot read"):
+        read_records([bad])
+    with gzip.open(bad, "wt") as f:
+        f.write('{"workload": "matmul:M=1,N=1,K=1"}\n')
+    with pytest.raises(DatasetError, match="lacks"):
+        read_records([bad])
+
+
+def test_collect_counts_from_the_database_and_resumes(tiny_db, target):
+    with open_database(tiny_db) as db:
+        assert measured_trials(db, SPECS[0], target) == 12
+        assert collect(db, [SPECS[0], SPECS[1]], target, trials=12) == []  # nothing to measure
+        assert collect(db, [SPECS[0]], target, trials=13, max_seconds=1e-9) == []  # out of time
