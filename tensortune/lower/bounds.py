@@ -56,14 +56,19 @@ def region_of_reads(
     shape: Sequence[int],
     varying: Ranges,
     context: Ranges,
+    whole_tile: bool = False,
 ) -> Region:
-    """The box covering every read, each dimension clamped to the whole tensor when unknown."""
+    """The box covering every read, each dimension the whole tensor when unknown, and also when
+    at least as large, unless ``whole_tile``: a register tile keeps its box past the tensor's
+    end, so its rows stay whole vectors (a row of 28 in a 32-wide tile would make each row's
+    last vector overlap the next row, which named variables cannot hold); the lanes past the
+    end are guarded, so they run masked."""
     out: list[tuple[Expr, int]] = []
     for dim, full in enumerate(shape):
         per_read = [read_range(idx[dim], varying, context) for idx in reads]
         known = [r for r in per_read if r is not None]
         box = union(known, context) if len(known) == len(per_read) else None
-        if box is None or box[1] >= full:
+        if box is None or box[1] == full or (box[1] > full and not whole_tile):
             out.append((Const(0), full))
         else:
             out.append(box)

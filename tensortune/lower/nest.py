@@ -1,12 +1,14 @@
 """Building the loop nest: a schedule's stages become one loop nest over buffers.
 
 Each stage at root gets its own nest; a stage computed at a consumer's loop is emitted at the top of
-that loop's body over the region bound inference finds, into a buffer of that region's size. Inlined
-stages are substituted into their readers. Non-divisible splits become guards placed just inside
-the innermost loop they depend on, so the fast path of a tile carries no test; guards that only a
-register tile's unrolled or vector loops vary are also checked once outside the reduction loop
-(``if all hold: fast tile else: guarded tile``), so only the tiles at a ragged edge run the guarded
-reduction. The passes in this package then turn this nest into the final program.
+that loop's body over the region bound inference finds, into a buffer of that region's size (for a
+register tile, its whole tile even past the tensor's end, so its rows stay whole vectors and the
+lanes past the end run masked). Inlined stages are substituted into their readers. Non-divisible
+splits become guards placed just inside the innermost loop they depend on, so the fast path of a
+tile carries no test; guards that only a register tile's unrolled or vector loops vary are also
+checked once outside the reduction loop (``if all hold: fast tile else: guarded tile``), so only
+the tiles at a ragged edge run the guarded reduction. The passes in this package then turn this
+nest into the final program.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ class _Lowering:
             reads += [tuple(substitute(i, axis_map) for i in idx) for idx in found]
             ranges |= g.ranges
         varying = {v: n for v, n in ranges.items() if v not in context}
-        box = region_of_reads(reads, st.tensor.shape, varying, context)
+        box = region_of_reads(reads, st.tensor.shape, varying, context, st.scope == "register")
         region = {a.name: box[d] for d, a in enumerate(st.axes)}
         return region | {a.name: (Const(0), a.extent) for a in st.reduce_axes}
 

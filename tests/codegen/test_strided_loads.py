@@ -162,14 +162,15 @@ def test_strided_loads_never_read_past_an_input_ending_at_an_unmapped_page(isa, 
     assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
 
 
-def test_a_strided_tail_is_one_masked_strided_load_unless_its_tile_is_kept_in_memory():
-    """A stride-2 pool over 73 output columns (tiles of 32): the tail's window read is one
-    masked strided load. A stride-2 depthwise conv over 28 columns has a 28-wide tile whose
-    rows overlap as vectors, so the tile lives in memory, where a masked update of it stalls
-    every window step: its tail stays a scalar loop."""
-    src = default_source("maxpool2d:C=64,H=147,W=147,R=3,S=3,stride=2", "avx2")
-    assert "tt_maskload2_f32x8(&X[" in src
-    assert "fell back to scalar" not in src and "lane by lane" not in src
-    src = default_source("depthwise_conv2d:C=144,H=56,W=56,R=3,S=3,pad=1,stride=2", "avx2")
-    assert "kept in memory" in src and "tt_maskload2_" not in src
-    assert "fell back to scalar" in src
+def test_a_strided_tail_is_one_masked_strided_load():
+    """A stride-2 pool over 73 output columns (tiles of 32) and a stride-2 depthwise conv over
+    28 columns (a 32-wide tile: its rows are whole vectors, so the tile is held in registers):
+    the tail's window read is one masked strided load, never a scalar loop."""
+    for spec in (
+        "maxpool2d:C=64,H=147,W=147,R=3,S=3,stride=2",
+        "depthwise_conv2d:C=144,H=56,W=56,R=3,S=3,pad=1,stride=2",
+    ):
+        src = default_source(spec, "avx2")
+        assert re.search(r"tt_maskload2_f32x8\(&X(_pad)?\[", src), spec
+        assert "fell back to scalar" not in src and "lane by lane" not in src, spec
+        assert "kept in memory" not in src, spec

@@ -4,6 +4,7 @@ cannot take effect (no silent drops)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tensortune.te as te
 from tensortune.codegen import generate_c
@@ -112,3 +113,35 @@ def test_c_notes_extent_one_parallel_and_vector_fallback_and_still_computes():
     assert "#pragma omp" not in src
     x = np.arange(34, dtype=np.float32).reshape(1, 34)
     np.testing.assert_allclose(compile(Y, s)(x), 2 * x[:, :32] + 2 * x[:, 2:])
+
+
+@pytest.mark.parametrize(("n", "width"), [(28, 32), (7, 8)])
+def test_a_register_tile_wider_than_its_row_keeps_rows_of_whole_vectors(n, width):
+    """28 output columns in one 32-wide register tile (4 unrolled vectors of 8), 2 rows deep:
+    the tile's rows stay 32 wide instead of being cut to the output's 28, so no row's last
+    vector overlaps the next row; the tile is named variables and the columns past 28 are
+    one masked operation per row (the same for 7 columns in an 8-wide tile)."""
+    A = te.placeholder((4, 5), name="A")
+    B = te.placeholder((5, n), name="B")
+    k = te.reduce_axis(5, "k")
+    C = te.compute((4, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = Schedule(C)
+    s.cache_write("C", "register")
+    _io, jo, ii, ji = s.tile("C", "i", "j", 2, width)
+    s.compute_at("C_register", "C", jo)
+    s.reorder("C_register", ["k", "i", "j"])
+    s.unroll("C_register", "i")
+    s.unroll("C", ii)
+    for stage, loop in (("C_register", "j"), ("C", ji)):
+        vo, vi = s.split(stage, loop, 8)
+        s.unroll(stage, vo)
+        s.vectorize(stage, vi)
+    func = lower(s, "k", 1)
+    (tile,) = [a.buffer for a in _stmts(func.body, Allocate) if a.buffer.name == "C_register"]
+    assert (tile.shape, tile.scope) == ((2, width), "register")
+    notes = [c.text for c in _stmts(func.body, Comment)]
+    assert notes.count("vector tail: masked") == 2 + 2 + 2  # init, update, copy-out rows
+    assert not any("kept in memory" in t or "scalar" in t for t in notes), notes
+    a = np.random.default_rng(n).uniform(-1, 1, (4, 5)).astype(np.float32)
+    b = np.random.default_rng(n + 1).uniform(-1, 1, (5, n)).astype(np.float32)
+    np.testing.assert_allclose(compile(C, s)(a, b), a @ b, rtol=1e-5, atol=1e-5)
