@@ -189,15 +189,18 @@ def tune(
             if stop is not None:
                 break
             wanted = min(batch_size, trials - state.trials_done)
-            if budget.max_seconds is not None and pace.count < 2:
+            first = committed[0] == 0
+            if budget.max_seconds is not None and first:
                 wanted = 1  # the reference's check is no paired timing: learn what one costs
-            if not pace.fitting(wanted, search_seconds - elapsed):
+            # the final's share is kept for confirming winners: with none yet, it may be spent
+            left = budget.room(elapsed) if first else search_seconds - elapsed
+            if not pace.fitting(wanted, left):
                 stop = (
                     f"time budget: a measurement takes ~{pace.per_measurement:.1f}s and "
-                    f"{max(0.0, search_seconds - elapsed):.1f}s of the search's are left"
+                    f"{max(0.0, left):.1f}s of the search's are left"
                 )
                 break
-            asked = search.ask(pace.fitting(wanted, search_seconds - elapsed))
+            asked = search.ask(pace.fitting(wanted, left))
             if not asked:
                 stop = "the strategy has no unmeasured config left to propose"
                 break

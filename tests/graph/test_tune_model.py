@@ -35,7 +35,7 @@ def test_shares_follow_flops_and_shrink_with_prior_trials():
 def test_tune_model_records_and_compile_uses_them(target, tmp_path, capsys):
     model = builders.classifier_head()
     db = tmp_path / "tuning.db"
-    result = tune_model(model, budget=8, db=db, target=target)
+    result = tune_model(model, budget=20, db=db, target=target)  # kept: room to measure
     assert [r.result is not None for r in result.tasks] == [True, False]  # the Gemm, by FLOPs
     tuned = result.tasks[0]
     assert tuned.result.trials > 0

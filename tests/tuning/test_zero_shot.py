@@ -189,10 +189,8 @@ def test_the_shipped_model_chooses_only_as_far_as_its_held_out_check_allows(
     monkeypatch.setattr(pretrained_module, "PRETRAINED_PATH", path)
     zero_shot.pretrained_model.cache_clear()
     try:
-        if trusted:
-            assert zero_shot.pretrained_model() is not None
-        else:
-            with pytest.warns(UserWarning, match="held-out workloads is"):
-                assert zero_shot.pretrained_model() is None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the shipped state of a young dataset: no warning
+            assert (zero_shot.pretrained_model() is not None) is trusted
     finally:
         zero_shot.pretrained_model.cache_clear()
