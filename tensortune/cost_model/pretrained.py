@@ -96,6 +96,26 @@ def load_pretrained(path: str | Path | None = None) -> CostModel | None:
     return _CLASSES[doc["class"]]._from_state(dict(doc["state"]))
 
 
+#: A pretrained model steers a search or picks a kernel unmeasured only if it ranked the held-out
+#: families' configs at least this well when it was trained (its file's ``meta["held_out"]``,
+#: written by ``tensortune dataset train``): a model that cannot rank shapes it never saw would
+#: trade the template default, and the first trials of every search, for a guess (a first prior
+#: trained on 117 records picked a batched GEMM 21x slower than the default).
+MIN_HELD_OUT_ACCURACY = 0.75
+
+
+def trusted_pretrained(path: str | Path | None = None) -> CostModel | None:
+    """``load_pretrained(path)`` if the model passed its held-out check (``MIN_HELD_OUT_ACCURACY``),
+    else None. A missing or damaged file warns (see ``load_pretrained``); a model below the bar
+    is the shipped state of a young dataset, not a fault, and is not used without a word."""
+    model = load_pretrained(path)
+    if model is None:
+        return None
+    held = (pretrained_meta(path) or {}).get("held_out") or {}
+    accuracy = held.get("pairwise_accuracy")
+    return model if accuracy is not None and accuracy >= MIN_HELD_OUT_ACCURACY else None
+
+
 def pretrained_meta(path: str | Path | None = None) -> dict[str, Any] | None:
     """The ``meta`` saved with the pretrained model (None when it cannot be loaded)."""
     load_pretrained(path)

@@ -20,7 +20,7 @@ import numpy as np
 from .cost_model import CostModel
 from .features import TRANSFERABLE_FEATURES
 from .lgbm import LGBMCostModel
-from .pretrained import _CLASSES, load_pretrained
+from .pretrained import _CLASSES, trusted_pretrained
 
 #: How many measurements' worth of belief that the prior orders this run's configs right.
 PRIOR_WEIGHT = 4.0
@@ -89,7 +89,8 @@ class PriorCalibratedModel(LGBMCostModel):
 
 
 def pretrained_or_scratch(seed: int = 0) -> LGBMCostModel:
-    """The ``"pretrained"`` cost model: the package's prior calibrated online, or, when it
-    cannot be loaded (one warning per process), LightGBM learning from scratch."""
-    prior = load_pretrained()
+    """The ``"pretrained"`` cost model: the package's prior calibrated online, or LightGBM
+    learning from scratch when it cannot be loaded (one warning per process) or did not pass
+    its held-out check (``pretrained.MIN_HELD_OUT_ACCURACY``)."""
+    prior = trusted_pretrained()
     return LGBMCostModel(seed=seed) if prior is None else PriorCalibratedModel(prior, seed)

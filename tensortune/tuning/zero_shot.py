@@ -48,11 +48,6 @@ SEED = 0
 #: 10-300 ms here, so the whole choice stays under about two seconds.
 BUDGET_SECONDS = 1.2
 CHUNK = 4
-#: A shipped model picks kernels unmeasured only if it ranked the held-out families' configs at
-#: least this well when it was trained (its file's ``meta["held_out"]``): a model that cannot
-#: rank shapes it never saw would trade the template default for a guess (a first prior trained
-#: on 117 records picked a batched GEMM 21x slower than the default).
-MIN_HELD_OUT_ACCURACY = 0.75
 #: The most similar measured workloads (of the same op) whose best configs are candidates...
 SIMILAR_WORKLOADS = 3
 #: ... and how many of each one's best configs.
@@ -62,25 +57,21 @@ SIMILAR_CONFIGS = 2
 @functools.cache
 def pretrained_model() -> CostModel | None:
     """The package's pretrained model, loaded once per process, if it passed its held-out check
-    (``MIN_HELD_OUT_ACCURACY``); None otherwise, and compiles use the template default. A
-    missing or unusable file says so in one warning; a model that ranks held-out shapes too
-    poorly is the shipped state of a young dataset, not a fault, and is silently not used."""
+    (``cost_model.pretrained.trusted_pretrained``); None otherwise, and compiles use the template
+    default. A missing or unusable file says so in one warning."""
     from ..cost_model import pretrained
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = pretrained.load_pretrained()
-    if model is None:
+        model = pretrained.trusted_pretrained()
+    if caught:
         why = "; ".join(str(w.message).removesuffix("; learning from scratch") for w in caught)
         warnings.warn(
-            f"{why or 'no pretrained cost model'}: compiling untuned workloads with the template "
-            "default config (no zero-shot choice)",
+            f"{why}: compiling untuned workloads with the template default config (no zero-shot "
+            "choice)",
             stacklevel=3,
         )
-        return None
-    held = (pretrained.pretrained_meta() or {}).get("held_out") or {}
-    accuracy = held.get("pairwise_accuracy")
-    return model if accuracy is not None and accuracy >= MIN_HELD_OUT_ACCURACY else None
+    return model
 
 
 def choose(

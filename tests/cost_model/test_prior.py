@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from tensortune.cost_model import (
 )
 from tensortune.cost_model import pretrained as pretrained_module
 from tensortune.cost_model.prior import PriorCalibratedModel
+
+PASSED = {"held_out": {"pairwise_accuracy": 1.0}}  # a prior that passed its held-out check
 
 WIDTH = len(TRANSFERABLE_FEATURES)
 
@@ -83,6 +86,16 @@ def test_pretrained_name_uses_the_package_file(prior, tmp_path, monkeypatch) -> 
         second = get_cost_model("pretrained", seed=1)
     assert len(caught) == 1
     assert type(first) is type(second) is LGBMCostModel  # learns from scratch
-    save_pretrained(prior, tmp_path / "default.json", meta={})
+    save_pretrained(prior, tmp_path / "default.json", meta=PASSED)
     model = get_cost_model("pretrained", seed=0)
     assert isinstance(model, PriorCalibratedModel) and not model.is_fitted
+
+
+def test_a_prior_below_its_held_out_bar_is_not_used(prior, tmp_path, monkeypatch) -> None:
+    """The shipped state of a young dataset: learn from scratch, without a warning."""
+    monkeypatch.setattr(pretrained_module, "_LOADED", {})
+    monkeypatch.setattr(pretrained_module, "PRETRAINED_PATH", tmp_path / "default.json")
+    save_pretrained(prior, tmp_path / "default.json", meta={"held_out": {"pairwise_accuracy": 0.5}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert type(get_cost_model("pretrained", seed=0)) is LGBMCostModel
