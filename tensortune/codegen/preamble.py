@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..dtype import ALL, TENSOR_DTYPES
 from ..dtype import dtype as row_of  # `dtype` names a dtype string below
 from ..lower.masks import STRIDED_LOAD_STRIDES
+from .strided import load_strided, maskload_strided
 
 # Views of the dtype table for the C printer (bool is one byte, as in NumPy and C99 _Bool).
 C_TYPE = {name: row_of(name).c_type for name in TENSOR_DTYPES}
@@ -139,9 +140,9 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
         out.append(masked_access(dtype, lanes))
     for stride in STRIDED_LOAD_STRIDES:
         if f"load{stride}" in funcs:
-            out.append(_load_strided(t, m, s, lanes, stride))
+            out.append(load_strided(t, m, s, lanes, stride))
         if f"maskload{stride}" in funcs:  # after tt_maskload_, which it calls
-            out.append(_maskload_strided(t, m, s, lanes, stride))
+            out.append(maskload_strided(t, m, s, lanes, stride))
     strided = {f"{kind}{k}" for kind in ("load", "maskload") for k in STRIDED_LOAD_STRIDES}
     funcs = funcs - {"floordiv", "mod", "mask", *strided}
     if dtype == "float32" and funcs & set(VECTOR_MATH):
@@ -214,101 +215,6 @@ def _min_max(t: str, dtype: str, lanes: int) -> str:
         portable = f"{{ return tt_select_{t}({cond}, a, b); }}"
         out.append(_helper(t, lanes, f"tt_{op}_{t}({t} a, {t} b)", portable, native))
     return "\n".join(out)
-
-
-def _strided_plan(stride: int, lanes: int) -> tuple[list[int], list[int]]:
-    """Where the contiguous loads of a stride-``stride`` read start, and which load each lane
-    takes its element from (the first holding it). The last load ends at the last lane's
-    element (``span - lanes``), so nothing past it is read."""
-    span = stride * (lanes - 1) + 1
-    starts = [min(i * lanes, span - lanes) for i in range(-(-span // lanes))]
-    source = [next(i for i, o in enumerate(starts) if o <= stride * k < o + lanes)
-              for k in range(lanes)]  # fmt: skip
-    return starts, source
-
-
-def _picks(stride: int, lanes: int, i: int) -> str:
-    """The shuffle indices that bring load ``i``'s lanes in: after ``v0`` and ``v1`` (i == 1),
-    or into the result so far (i > 1, the other lanes keep their place)."""
-    starts, source = _strided_plan(stride, lanes)
-    if i == 1:
-        cells = [stride * k if src == 0 else lanes + stride * k - starts[1] if src == 1 else 0
-                 for k, src in enumerate(source)]  # fmt: skip
-    else:
-        cells = [lanes + stride * k - starts[i] if src == i else k
-                 for k, src in enumerate(source)]  # fmt: skip
-    return ", ".join(map(str, cells))
-
-
-def _gather_shuffles(m: str, lanes: int, stride: int, clang: bool) -> str:
-    """``r`` from loads ``v0, v1, ...`` by a chain of two-source shuffles (`_picks`)."""
-    lines = []
-    for i in range(1, len(_strided_plan(stride, lanes)[0])):
-        a, picks = "v0" if i == 1 else "r", _picks(stride, lanes, i)
-        call = (
-            f"__builtin_shufflevector({a}, v{i}, {picks})"
-            if clang
-            else f"__builtin_shuffle({a}, v{i}, ({m}){{{picks}}})"
-        )
-        lines.append(f"  r = {call};\n")
-    return "".join(lines)
-
-
-def _load_strided(t: str, m: str, s: str, lanes: int, stride: int) -> str:
-    """Lanes ``p[0], p[k], ..., p[k*(lanes-1)]`` (a stride-``k`` read, as in a strided window)
-    from ``ceil(span / lanes)`` contiguous loads and two-source shuffles (``vpermt2ps`` on
-    AVX-512): stride 2 two loads and one shuffle, stride 4 four loads and three."""
-    starts, _ = _strided_plan(stride, lanes)
-    if stride == 2:
-        picks = _picks(2, lanes, 1)
-        return (
-            f"static inline {t} tt_load2_{t}(const {s}* p) {{\n"
-            f"  {t} lo = tt_load_{t}(p), hi = tt_load_{t}(p + {starts[1]});\n"
-            "#if defined(__clang__)\n"
-            f"  return __builtin_shufflevector(lo, hi, {picks});\n"
-            "#else\n"
-            f"  return __builtin_shuffle(lo, hi, ({m}){{{picks}}});\n"
-            "#endif\n"
-            "}"
-        )
-    loads = ", ".join(f"v{i} = tt_load_{t}(p + {o})" for i, o in enumerate(starts))
-    return (
-        f"static inline {t} tt_load{stride}_{t}(const {s}* p) {{\n"
-        f"  {t} {loads}, r;\n"
-        f"#if defined(__clang__)\n{_gather_shuffles(m, lanes, stride, True)}"
-        f"#else\n{_gather_shuffles(m, lanes, stride, False)}#endif\n"
-        "  return r;\n"
-        "}"
-    )
-
-
-def _maskload_strided(t: str, m: str, s: str, lanes: int, stride: int) -> str:
-    """``tt_load<k>_`` of the lanes whose mask is -1 (a masked vector tail; the others are
-    0). Each contiguous load is masked to the elements from the first active lane's to the
-    last one's: element ``e`` is loaded when the lanes at ``floor(e/k)`` and ``ceil(e/k)`` are
-    both active, so memory past the last active lane's element is never touched."""
-    starts, _ = _strided_plan(stride, lanes)
-    body = {}
-    for clang in (True, False):
-        lines = []
-        for i, o in enumerate(starts):
-            masks = []
-            for lane in ([(o + j) // stride for j in range(lanes)],
-                         [-(-(o + j) // stride) for j in range(lanes)]):  # fmt: skip
-                picks = ", ".join(map(str, lane))
-                masks.append(
-                    f"__builtin_shufflevector(m, m, {picks})"
-                    if clang
-                    else f"__builtin_shuffle(m, ({m}){{{picks}}})"
-                )
-            lines.append(f"  {t} v{i} = tt_maskload_{t}(p + {o}, {masks[0]} & {masks[1]});\n")
-        body[clang] = "".join(lines) + f"  {t} r;\n" + _gather_shuffles(m, lanes, stride, clang)
-    return (
-        f"static inline {t} tt_maskload{stride}_{t}(const {s}* p, {m} m) {{\n"
-        f"#if defined(__clang__)\n{body[True]}#else\n{body[False]}#endif\n"
-        "  return r;\n"
-        "}"
-    )
 
 
 # Masked loads and stores of 4- and 8-byte lanes: (AVX-512 suffix, mask test suffix, AVX2 suffix)

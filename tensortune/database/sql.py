@@ -38,19 +38,15 @@ from .connect import (
 )
 from .connect import lock_timeout as resolve_lock_timeout
 from .database import Database
-from .prediction import Prediction
+from .prediction_store import PredictionStore
 from .record import TuningRecord, rank_configs
 from .schema import (
     IMPORT_LOCK,
     MIGRATIONS,
-    PREDICTION_LOCK,
     SCHEMA_VERSION,
     claims_table,
     from_row,
     meta_table,
-    prediction_from_row,
-    prediction_to_row,
-    predictions_table,
     prepare_schema,
     records_table,
     to_row,
@@ -66,7 +62,7 @@ _RETRY_MAX = 0.25
 _T = TypeVar("_T")
 
 
-class SQLDatabase(Database):
+class SQLDatabase(PredictionStore, Database):
     """Tuning database in SQL tables, via SQLAlchemy Core.
 
     ``location`` is a filesystem path (a SQLite file, parent directories created) or any
@@ -303,47 +299,6 @@ class SQLDatabase(Database):
             return len(new)
 
         return self._run("import", add_new, write=True)
-
-    def record_prediction(self, prediction: Prediction) -> None:
-        row = prediction_to_row(prediction)
-        c = predictions_table.c
-        same = (
-            (c.workload == prediction.workload)
-            & (c.target == prediction.target)
-            & (c.version == prediction.version)
-            & (c.space == prediction.space)
-        )
-
-        def replace_row(conn: Connection) -> None:
-            serialize(conn, PREDICTION_LOCK)  # two compiles of one workload keep one row
-            conn.execute(delete(predictions_table).where(same))
-            conn.execute(insert(predictions_table), row)
-
-        self._run("record_prediction", replace_row, write=True)
-
-    def prediction(
-        self, workload: str, target: str, *, version: str | None = None, space: str | None = None
-    ) -> Prediction | None:
-        c = predictions_table.c
-        stmt = select(predictions_table).where(c.workload == workload, c.target == target)
-        if version is not None:
-            stmt = stmt.where(c.version == version)
-        if space is not None:
-            stmt = stmt.where(c.space == space)
-        stmt = stmt.order_by(c.created_at.desc()).limit(1)
-        row = self._run("prediction", lambda conn: conn.execute(stmt).first())
-        if row is None:
-            return None
-        try:
-            return prediction_from_row(row)
-        except DatabaseError as e:
-            warnings.warn(
-                f"tuning database '{self.location}': skipping the prediction for "
-                f"{workload[:200]}: {e}",
-                RecordWarning,
-                stacklevel=2,
-            )
-            return None
 
     def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:
         if not owner:
