@@ -71,10 +71,9 @@ def save_pretrained(model: CostModel, path: str | Path, *, meta: dict[str, Any])
     Path(path).write_text(text)
 
 
-def load_pretrained(path: str | Path | None = None) -> CostModel | None:
-    """The model saved at ``path`` (default ``PRETRAINED_PATH``), or None after one warning
-    naming the file and what is wrong when it is missing, corrupt, of another format version or
-    trained on features other than ``TRANSFERABLE_FEATURES``. Each call returns a fresh model."""
+def _document(path: str | Path | None) -> dict[str, Any] | None:
+    """The checked file at ``path`` (default ``PRETRAINED_PATH``), read once per file version;
+    None after one warning naming the file and what is wrong."""
     file = Path(PRETRAINED_PATH if path is None else path)
     try:
         stat = file.stat()
@@ -88,12 +87,21 @@ def load_pretrained(path: str | Path | None = None) -> CostModel | None:
             _WARNED.add(key[0])
             warnings.warn(
                 f"pretrained cost model {file}: {problem}; learning from scratch",
-                stacklevel=2,
+                stacklevel=3,
             )
-    doc = _LOADED[key]
-    if doc is None:
-        return None
+    return _LOADED[key]
+
+
+def _model(doc: dict[str, Any]) -> CostModel:
     return _CLASSES[doc["class"]]._from_state(dict(doc["state"]))
+
+
+def load_pretrained(path: str | Path | None = None) -> CostModel | None:
+    """The model saved at ``path`` (default ``PRETRAINED_PATH``), or None after one warning
+    naming the file and what is wrong when it is missing, corrupt, of another format version or
+    trained on features other than ``TRANSFERABLE_FEATURES``. Each call returns a fresh model."""
+    doc = _document(path)
+    return None if doc is None else _model(doc)
 
 
 #: A pretrained model steers a search or picks a kernel unmeasured only if it ranked the held-out
@@ -108,20 +116,17 @@ def trusted_pretrained(path: str | Path | None = None) -> CostModel | None:
     """``load_pretrained(path)`` if the model passed its held-out check (``MIN_HELD_OUT_ACCURACY``),
     else None. A missing or damaged file warns (see ``load_pretrained``); a model below the bar
     is the shipped state of a young dataset, not a fault, and is not used without a word."""
-    model = load_pretrained(path)
-    if model is None:
+    doc = _document(path)
+    if doc is None:
         return None
-    held = (pretrained_meta(path) or {}).get("held_out") or {}
-    accuracy = held.get("pairwise_accuracy")
-    return model if accuracy is not None and accuracy >= MIN_HELD_OUT_ACCURACY else None
+    accuracy = (doc["meta"].get("held_out") or {}).get("pairwise_accuracy")
+    return _model(doc) if accuracy is not None and accuracy >= MIN_HELD_OUT_ACCURACY else None
 
 
 def pretrained_meta(path: str | Path | None = None) -> dict[str, Any] | None:
     """The ``meta`` saved with the pretrained model (None when it cannot be loaded)."""
-    load_pretrained(path)
-    file = Path(PRETRAINED_PATH if path is None else path)
-    docs = [d for (p, _, _), d in _LOADED.items() if p == str(file.resolve()) and d is not None]
-    return dict(docs[-1]["meta"]) if docs else None
+    doc = _document(path)
+    return None if doc is None else dict(doc["meta"])
 
 
 def _read(file: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -143,6 +148,8 @@ def _read(file: Path) -> tuple[dict[str, Any] | None, str | None]:
         )
     if doc.get("feature_names") != list(TRANSFERABLE_FEATURES):
         return None, "trained on other features than this version's TRANSFERABLE_FEATURES"
+    if not isinstance(doc.get("meta"), dict):
+        return None, "its meta is not a JSON object"
     if doc.get("class") not in _CLASSES or not isinstance(doc.get("state"), dict):
         return None, f"unknown model class {doc.get('class')!r}"
     try:
