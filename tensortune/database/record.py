@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DatabaseError
+from ..measure.paired import STALL_FACTOR
 from ..measure.result import ERROR_KINDS
 from ..version import __version__
 
@@ -249,7 +250,13 @@ def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
     if not references:
         return lambda r: r.seconds
     scale = statistics.median(references)
-    return lambda r: r.ratio if r.ratio is not None else r.seconds / scale
+
+    def score(r: Any) -> float:
+        if r.ratio is not None and r.reference_seconds <= STALL_FACTOR * scale:
+            return float(r.ratio)
+        return float(r.seconds) / scale
+
+    return score
 
 
 def rank_configs(records: Sequence[Any], order: Callable[[Any], Any]) -> list[tuple[Any, Any]]:

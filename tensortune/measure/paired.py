@@ -18,6 +18,15 @@ its groups of calls instead of their mean: most calls of a parallel kernel still
 and a few wait a scheduler slice for a thread (a 1.2 ms matmul: fastest tenth of calls 1.21 ms
 busy and 1.19 ms quiet, mean 6.2 ms busy). The mean would rank how well a kernel tolerates a
 stalled thread; the quantile ranks the kernel.
+
+The host's counters do not catch every stall: on a loaded host a parallel reference of 11 µs ran
+whole blocks at 4-7 ms with no run-queue wait charged to the timing process, and serial
+candidates beside it measured ratios of 0.0014. Drift moves a kernel by tens of percent, never
+threefold, so a block whose fastest calls take `STALL_FACTOR` times the fastest block of the
+same kernel seen so far (for the reference: across the whole run, `reference_floor`) is a stall
+and its round is timed again while time allows. Nor do they catch every stalled call: a round
+counts as disturbed too when a block's mean exceeds its low quantile by `SPREAD_LIMIT` (on a
+quiet host a block's groups agree within a few percent; stalls are what spread them).
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ K = TypeVar("K", bound=Hashable)
 
 CANDIDATE, REFERENCE = 0, 1
 LOW_QUANTILE = 0.1
+STALL_FACTOR = 3.0
+SPREAD_LIMIT = 1.25
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,10 @@ class PairedTiming:
     """Rounds thrown away and timed again because the host disturbed them."""
     filtered: int = 0
     """Disturbed rounds kept with each block's low quantile of calls instead of its mean."""
+    stalled: int = 0
+    """Rounds timed again because a block ran `STALL_FACTOR` times slower than its kernel can."""
+    reference_floor: float = math.inf
+    """The fastest low quantile of a reference block seen, this timing's and the run's before."""
 
     @property
     def seconds(self) -> float:
@@ -117,6 +132,7 @@ def time_paired(
     watch: Callable[[], Callable[[], bool]] | None = None,
     max_retries: int = 2,
     max_seconds: float = math.inf,
+    reference_floor: float = math.inf,
 ) -> PairedTiming:
     """Time CANDIDATE and REFERENCE in alternating blocks until their ratio is known well enough.
 
@@ -129,27 +145,40 @@ def time_paired(
     `watch()` is called as a round starts and returns a check that says, as it ends, whether
     the host disturbed it (see `measure.host`); a disturbed round is timed again, up to
     `max_retries` times in a row; a host still busy after that stays busy, and from then on
-    disturbed rounds are kept with their blocks' low quantiles. Past `max_seconds` of wall
-    time, rounds are no longer timed again and the timing ends at `min_rounds`.
+    disturbed rounds are kept with their blocks' low quantiles. A stalled round (a block
+    `STALL_FACTOR` times slower than its kernel's fastest, the reference's compared with
+    `reference_floor` too) is timed again however many times it takes. Past `max_seconds` of
+    wall time, rounds are no longer timed again and the timing ends at `min_rounds`, or at the
+    first stalled round with the rounds kept before it.
     """
     if min_rounds < 1 or max_rounds < min_rounds:
         raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
     cand: list[float] = []
     ref: list[float] = []
-    disturbed = filtered = streak = 0
+    disturbed = filtered = stalled = streak = 0
+    floors = {CANDIDATE: math.inf, REFERENCE: reference_floor}
+    timing: PairedTiming | None = None
     deadline = time.monotonic() + max_seconds
     while True:
         order = (CANDIDATE, REFERENCE) if len(cand) % 2 == 0 else (REFERENCE, CANDIDATE)
         check = watch() if watch is not None else None
         blocks = {which: _as_block(time_block(which)) for which in order}
-        busy = check is not None and check()
-        if busy and not filtered and streak < max_retries and time.monotonic() < deadline:
-            disturbed, streak = disturbed + 1, streak + 1
+        spread = any(block.mean > SPREAD_LIMIT * block.low for block in blocks.values())
+        busy = spread or (check is not None and check())
+        for which, block in blocks.items():
+            floors[which] = min(floors[which], block.low)
+        stall = any(block.low > STALL_FACTOR * floors[w] for w, block in blocks.items())
+        late = time.monotonic() >= deadline
+        if stall and late and timing is not None:
+            return timing  # what was kept so far: a stalled round would only mislead
+        if not late and (stall or (busy and not filtered and streak < max_retries)):
+            stalled, disturbed, streak = stalled + stall, disturbed + 1, streak + 1
             continue
         filtered, streak = filtered + busy, 0
         cand.append(blocks[CANDIDATE].low if busy else blocks[CANDIDATE].mean)
         ref.append(blocks[REFERENCE].low if busy else blocks[REFERENCE].mean)
-        timing = _summarise(cand, ref, confidence, disturbed, filtered)
+        counts = (disturbed, filtered, stalled, floors[REFERENCE])
+        timing = _summarise(cand, ref, confidence, *counts)
         if len(cand) >= max_rounds:
             return timing
         narrow = timing.high - timing.low <= rel_width * timing.ratio
@@ -167,12 +196,20 @@ def _as_block(seconds: float | Block) -> Block:
 
 
 def _summarise(
-    cand: list[float], ref: list[float], confidence: float, disturbed: int, filtered: int
+    cand: list[float],
+    ref: list[float],
+    confidence: float,
+    disturbed: int,
+    filtered: int,
+    stalled: int,
+    reference_floor: float,
 ) -> PairedTiming:
     ratios = [c / r for c, r in zip(cand, ref, strict=True)]
     low, high = median_interval(ratios, confidence)
     median = statistics.median(ratios)
-    return PairedTiming(tuple(cand), tuple(ref), median, low, high, disturbed, filtered)
+    return PairedTiming(
+        tuple(cand), tuple(ref), median, low, high, disturbed, filtered, stalled, reference_floor
+    )
 
 
 @dataclass(frozen=True)

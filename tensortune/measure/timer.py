@@ -1,8 +1,9 @@
 """Time a packed kernel from C, so no Python overhead lands inside the measured interval.
 
-The harness is compiled once per target through the library cache. `time_function` wraps
-one call of `tt_time`; `calibrate_number` picks how many calls make one repeat long enough
-(TVM's ``min_repeat_ms``) for the clock's resolution and noise to stop mattering.
+The harness is compiled once per target through the library cache; its one function times a
+block of calls in groups. `time_function` takes repeats as blocks of one group, `time_groups`
+one block of many; `calibrate_number` picks how many calls make one repeat long enough (TVM's
+``min_repeat_ms``) for the clock's resolution and noise to stop mattering.
 """
 
 from __future__ import annotations
@@ -29,37 +30,10 @@ static double tt_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Returns 0, the first non-zero status of fn, or -1 if the flush buffer cannot be had. */
-int tt_time(tt_packed_fn fn, void** args, int warmup, int number, int repeat,
-            int flush_bytes, double* out_seconds) {
-    char* flush = NULL;
-    if (flush_bytes > 0) {
-        flush = (char*)malloc((size_t)flush_bytes);
-        if (flush == NULL) return -1;
-    }
-    for (int i = 0; i < warmup; ++i) {
-        int status = fn(args);
-        if (status != 0) { free(flush); return status; }
-    }
-    for (int r = 0; r < repeat; ++r) {
-        if (flush != NULL) {
-            memset(flush, r + 1, (size_t)flush_bytes);
-            /* The buffer must really be written: tell the compiler memory is observed. */
-            __asm__ __volatile__("" : : "r"(flush) : "memory");
-        }
-        double start = tt_now();
-        for (int i = 0; i < number; ++i) {
-            int status = fn(args);
-            if (status != 0) { free(flush); return status; }
-        }
-        out_seconds[r] = (tt_now() - start) / (double)number;
-    }
-    free(flush);
-    return 0;
-}
-
-/* One block of `number` calls in `groups` consecutive groups: out_seconds[g] is group g's mean
-   per call, out_seconds[groups] the whole block's. Returns as tt_time. */
+/* One block of `number` calls in `groups` consecutive groups, after writing `flush_bytes` bytes
+   untimed to evict caches: out_seconds[g] is group g's mean per call, out_seconds[groups] the
+   whole block's. Returns 0, the first non-zero status of fn, or -1 if the flush buffer cannot
+   be had. */
 int tt_time_groups(tt_packed_fn fn, void** args, int number, int groups, int flush_bytes,
                    double* out_seconds) {
     if (flush_bytes > 0) {
@@ -99,9 +73,8 @@ def _load_timer(path: Path) -> ctypes.CDLL:
     # (fn, void** args, the ints, double* out_seconds), as declared in TIMER_SOURCE
     fn, i = ctypes.c_void_p, ctypes.c_int
     args, out = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_double)
-    library.tt_time.argtypes = [fn, args, i, i, i, i, out]
     library.tt_time_groups.argtypes = [fn, args, i, i, i, out]
-    library.tt_time.restype = library.tt_time_groups.restype = ctypes.c_int
+    library.tt_time_groups.restype = ctypes.c_int
     return library
 
 
@@ -139,20 +112,22 @@ def time_function(
             f"bad timing parameters: number={number} repeat={repeat} warmup={warmup} "
             f"flush_bytes={flush_bytes}"
         )
-    seconds = (ctypes.c_double * repeat)()
-    _checked(
-        _harness(timer).tt_time(
-            packed_address, _pointers(args), warmup, number, repeat, flush_bytes, seconds
-        )
-    )
-    return list(seconds)
+    harness, pointers = _harness(timer), _pointers(args)
+    seconds = (ctypes.c_double * 2)()
+    if warmup:
+        _checked(harness.tt_time_groups(packed_address, pointers, warmup, 1, 0, seconds))
+    repeats = []
+    for _ in range(repeat):
+        _checked(harness.tt_time_groups(packed_address, pointers, number, 1, flush_bytes, seconds))
+        repeats.append(seconds[0])
+    return repeats
 
 
 def time_groups(
     packed_address: int,
     args: ctypes.Array[ctypes.c_void_p] | Sequence[int],
     number: int,
-    groups: int = 64,
+    groups: int = 256,
     flush_bytes: int = 0,
     *,
     timer: Path | None = None,
@@ -163,7 +138,9 @@ def time_groups(
     The groups show what the block's mean hides: beside a CPU-bound neighbour most calls of a
     parallel kernel run as fast as on a quiet host and a few stall for a scheduler slice while
     one of its threads waits for a CPU (a 1.2 ms matmul: fastest tenth of calls 1.21 ms, mean
-    6.2 ms). The groups' low quantile is the kernel's own speed; see `measure.paired`.
+    6.2 ms). The groups' low quantile is the kernel's own speed; see `measure.paired`. Groups
+    are short (a single call for kernels over 0.2 ms in a 0.05 s block) so that a stall of a
+    few milliseconds spoils few of them.
     """
     if number < 1 or groups < 1 or flush_bytes < 0:
         raise TensorTuneError(

@@ -155,3 +155,44 @@ def test_a_host_that_stays_busy_is_ranked_by_the_unstalled_calls() -> None:
     assert timing.ratio == pytest.approx(0.9, rel=0.03)
     means = time_paired(lambda which: block(which).mean)
     assert means.ratio > 1.0  # ranking by the mean would pick the wrong kernel
+
+
+def test_a_stalled_reference_the_host_counters_missed_is_timed_again() -> None:
+    """A loaded host ran a parallel 11 µs reference at 4-7 ms in whole blocks while charging no
+    run-queue wait to the timing process; a serial candidate beside it measured a ratio of 0.0014.
+    Blocks that slow against the run's fastest reference block are stalls, not drift."""
+    rng = random.Random(13)
+    stalls = iter([True, True, False, True] + [False] * 100)
+
+    def block(which: int) -> Block:
+        if which == CANDIDATE:
+            return Block(2.0, 2.0)
+        seconds = (400.0 if next(stalls) else 1.0) * rng.lognormvariate(0, 0.02)
+        return Block(seconds, seconds)
+
+    timing = time_paired(block, watch=lambda: lambda: False, reference_floor=1.0)
+    assert timing.stalled == 3
+    assert max(timing.reference_seconds) < 2.0
+    assert timing.ratio == pytest.approx(2.0, rel=0.05)
+    assert timing.reference_floor == pytest.approx(1.0, rel=0.1)
+    unguarded = time_paired(lambda which: 2.0 if which == CANDIDATE else 400.0)
+    assert unguarded.ratio < 0.01  # what the run saw without its floor
+
+
+def test_stalls_the_host_counters_missed_are_seen_in_the_spread_of_a_block() -> None:
+    """A serial kernel beside a stalling parallel reference: block means say the serial one is
+    faster; the spread of each block's groups marks the rounds, and their low quantiles rank."""
+    rng = random.Random(17)
+
+    def block(which: int) -> Block:
+        if which == CANDIDATE:  # serial, 1.5x slower, and never stalls
+            groups = [1.5 * rng.lognormvariate(0, 0.01) for _ in range(64)]
+        else:
+            groups = [(8.0 if rng.random() < 0.5 else 1.0) * rng.lognormvariate(0, 0.01)]
+            groups += [(8.0 if rng.random() < 0.5 else 1.0) for _ in range(63)]
+        return Block.of_groups(statistics.mean(groups), groups)
+
+    timing = time_paired(block, watch=lambda: lambda: False)
+    assert timing.filtered == timing.rounds
+    assert timing.ratio == pytest.approx(1.5, rel=0.03)
+    assert time_paired(lambda which: block(which).mean).ratio < 1.0
