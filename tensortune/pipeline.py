@@ -3,7 +3,7 @@ loaded Kernel, every step after scheduling done by the target's backend (`tensor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from .backend import (
     FAST_MATH_FLAGS,
@@ -64,26 +64,40 @@ def build_source(sch: Schedule, name: str, target: Target) -> tuple[str, PrimFun
 
 
 def build(
-    program: object, schedule: Schedule | None = None, target: Target | None = None
+    program: object,
+    schedule: Schedule | None = None,
+    target: Target | None = None,
+    constants: Collection[str] = (),
 ) -> Artifact:
     """Generate and build a program's kernel for `target` without loading it: works for any
-    target whose compiler is installed, e.g. ``Target.cross("neon")`` on an x86 host."""
+    target whose compiler is installed, e.g. ``Target.cross("neon")`` on an x86 host.
+
+    `constants` names inputs that never change between calls (weights): what is computed from
+    them alone goes into ``<kernel>_prepack``, run once, whose outputs the kernel then takes."""
     outputs = as_outputs(program)
     target = target or Target.detect()
     backend = backend_for(target)
     sch = schedule if schedule is not None else Schedule(outputs)
-    source, func = backend.generate(sch, kernel_name(program, outputs))
+    source, split = backend.generate_prepacked(sch, kernel_name(program, outputs), constants)
     flags = backend.flags(sch)
     library = backend.build(source, flags)
-    return Artifact(library, func.name, arg_specs(func), source, target, tuple(flags))
+    prepack = arg_specs(split.prepack) if split.prepack is not None else None
+    return Artifact(
+        library, split.run.name, arg_specs(split.run), source, target, tuple(flags), prepack
+    )
 
 
 def compile(
-    program: object, schedule: Schedule | None = None, target: Target | None = None
+    program: object,
+    schedule: Schedule | None = None,
+    target: Target | None = None,
+    constants: Collection[str] = (),
 ) -> Kernel:
-    """Compile a program with a schedule (default: the naive loop nest) into a callable Kernel.
+    """Compile a program with a schedule (default: the naive loop nest) into a callable Kernel;
+    with `constants`, ``kernel.prepack(*constants)`` gives the packed inputs the kernel takes
+    after its other inputs (`build`).
 
     Raises ForeignTargetError (with the built `.artifact`) for a target this host cannot run.
     """
-    artifact = build(program, schedule, target)
+    artifact = build(program, schedule, target, constants)
     return backend_for(artifact.target).load(artifact)

@@ -9,7 +9,7 @@ registered in `tensortune.backend.BACKENDS`, not edits across the package.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -19,6 +19,7 @@ import numpy as np
 from ..build.kernel import ArgSpec, Kernel
 from ..errors import TensorTuneError
 from ..ir.nodes import PrimFunc
+from ..lower import Prepacked
 from ..schedule import Schedule
 from ..target import Target
 
@@ -34,6 +35,8 @@ class Artifact:
     source: str
     target: Target
     flags: tuple[str, ...] = ()
+    prepack: tuple[ArgSpec, ...] | None = None
+    """The signature of ``<name>_prepack`` (run once on the constant inputs), if there is one."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,13 @@ class Backend(Protocol):
 
     def generate(self, sch: Schedule, name: str) -> tuple[str, PrimFunc]:
         """The source of `sch` as a kernel named `name`, and the lowered function it prints."""
+        ...
+
+    def generate_prepacked(
+        self, sch: Schedule, name: str, constants: Collection[str] = ()
+    ) -> tuple[str, Prepacked]:
+        """`generate` with the inputs named in `constants` fixed: what is computed from them
+        alone becomes a second function, `<name>_prepack`, run once."""
         ...
 
     def flags(self, sch: Schedule) -> list[str]:

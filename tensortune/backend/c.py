@@ -8,7 +8,7 @@ chooses the compiler and its flags. Subclasses decide where a kernel can run.
 from __future__ import annotations
 
 import platform
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ from ..build.compiler import compile_library
 from ..build.kernel import ArgSpec, Kernel
 from ..codegen import generate_c
 from ..ir.nodes import PrimFunc
-from ..lower import lower
+from ..lower import Prepacked, lower_prepacked
 from ..schedule import Schedule
 from ..schedule.schedule import OPT_LEVELS, check_flag
 from ..target import Target
@@ -85,10 +85,20 @@ class CBackend:
     # -- source and flags --------------------------------------------------------------------
     def generate(self, sch: Schedule, name: str) -> tuple[str, PrimFunc]:
         """C source for a schedule, with the trace that produced it in the header comment."""
-        func = lower(sch, name, self.target.num_threads)
+        source, program = self.generate_prepacked(sch, name)
+        return source, program.run
+
+    def generate_prepacked(
+        self, sch: Schedule, name: str, constants: Collection[str] = ()
+    ) -> tuple[str, Prepacked]:
+        """``generate`` with the inputs named in ``constants`` fixed: the stages computed from
+        them alone print as ``<name>_prepack``, run once (`lower.prepack`)."""
+        program = lower_prepacked(sch, name, self.target.num_threads, constants)
         steps = "\n".join(f"  {s['primitive']}({_args(s['args'])})" for s in sch.trace)
         header = f"kernel {name} for target {self.target}\nschedule:\n{steps or '  (none)'}"
-        return generate_c(func, header), func
+        if constants:
+            header += f"\nconstant inputs: {', '.join(sorted(constants))}"
+        return generate_c(program.run, header, program.prepack), program
 
     def flags(self, sch: Schedule) -> list[str]:
         """gcc/clang spellings of the schedule's annotations (`schedule_flags`)."""
@@ -102,7 +112,14 @@ class CBackend:
     def load(self, artifact: Artifact) -> Kernel:
         """The kernel as a Python callable (ctypes), if this host runs the target's code."""
         self._require_native(f"load kernel {artifact.name!r}", artifact)
-        return Kernel(artifact.library, artifact.name, artifact.args, artifact.source, self.target)
+        return Kernel(
+            artifact.library,
+            artifact.name,
+            artifact.args,
+            artifact.source,
+            self.target,
+            prepack_args=artifact.prepack,
+        )
 
     # -- running -----------------------------------------------------------------------------
     def timer_library(self, harness_source: str) -> Path:

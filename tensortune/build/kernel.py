@@ -7,6 +7,9 @@ ABI of a kernel library named `<name>`:
 * ``int <name>_packed(void** args)`` takes the same pointers as an array and returns 0 on
   success. Python and the C timing harness only ever call this entry point.
 
+A kernel built with constant inputs also exports ``<name>_prepack`` (and its ``_packed`` form):
+run once on the constants, it fills the buffers the kernel then takes as inputs.
+
 A wrong pointer is a segfault, not an exception, so every array is checked before the call.
 """
 
@@ -75,6 +78,7 @@ class Kernel:
         args: Sequence[ArgSpec],
         source: str = "",
         target: Target | None = None,
+        prepack_args: Sequence[ArgSpec] | None = None,
     ):
         self.library_path = Path(library_path)
         self.name = name
@@ -99,6 +103,10 @@ class Kernel:
             ) from exc
         self._packed.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self._packed.restype = ctypes.c_int
+        self.prepack: Kernel | None = None
+        """``<name>_prepack`` as a kernel: the constant inputs in, the packed buffers out."""
+        if prepack_args is not None:
+            self.prepack = Kernel(library_path, f"{name}_prepack", prepack_args, source, target)
 
     @classmethod
     def compile(

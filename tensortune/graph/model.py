@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from .library import (
     Call,
     KernelUnit,
     Place,
+    Sizes,
     aligned,
     c_name,
     compile_object,
@@ -57,10 +58,13 @@ BUILD_WORKERS = 4
 _PTRS = ctypes.POINTER(ctypes.c_void_p)
 
 
-def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
+def build_unit(
+    wl: Workload, db: Any, target: Target, name: str, constants: Collection[str] = ()
+) -> KernelUnit:
     """The workload's kernel as C function ``name`` compiled to an object: the database's best
     schedule (``db`` given) or the design space's default; if that cannot be built, the generic
-    space's default, then the plain loop nest."""
+    space's default, then the plain loop nest. The inputs named in ``constants`` are weights:
+    what is computed from them alone goes into ``<name>_prepack``, run once."""
 
     def tuned() -> tuple[Schedule, bool]:
         record, schedule = tuned_schedule(wl, db, target)
@@ -76,7 +80,7 @@ def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
     for attempt in attempts:
         try:
             schedule, from_db = attempt()
-            source, func = backend.generate(schedule, name)
+            source, split = backend.generate_prepacked(schedule, name, constants)
             flags = tuple(backend.flags(schedule))
             obj = compile_object(source, flags, target)
         except EnvironmentFailure:
@@ -86,7 +90,8 @@ def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
             continue
         if failure is not None:
             warnings.warn(f"{wl.name}: fell back to a simpler schedule ({failure})", stacklevel=3)
-        return KernelUnit(name, source, arg_specs(func), flags, obj, from_db)
+        prepack = arg_specs(split.prepack) if split.prepack is not None else ()
+        return KernelUnit(name, source, arg_specs(split.run), flags, obj, from_db, prepack)
     raise ModelError(f"cannot build the kernel of {wl.name}: {failure}")
 
 
@@ -105,9 +110,16 @@ class CompiledModel:
         self.places: dict[str, Place] = built["places"]
         self.library: Path = built["library"]
         self.entry: str = built["entry"]  # the generated C entry point
-        self._weights: np.ndarray = built["weights"]
-        self.arena = arena(built["arena_bytes"])
+        self.sizes: Sizes = built["sizes"]
+        self._weights: np.ndarray = built["weights"]  # the file's bytes, then the packed ones
+        self.arena = arena(self.sizes.arena)
         self._lib = ctypes.CDLL(str(self.library))
+        prepack = getattr(self._lib, f"{name}_prepack")
+        prepack.argtypes = [ctypes.c_void_p]
+        prepack.restype = ctypes.c_int
+        status = prepack(self._weights.ctypes.data)
+        if status != 0:
+            raise ModelError(f"packing the weights failed with status {status} (out of memory)")
         self._run = getattr(self._lib, f"{name}_run_with")
         self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _PTRS, _PTRS]
         self._run.restype = ctypes.c_int
@@ -181,9 +193,8 @@ class CompiledModel:
         }
         shutil.copyfile(self.library, files["library"])
         files["library"].chmod(0o755)
-        header = header_source(self.name, self.graph, self.arena.size, self._weights.size)
-        files["header"].write_text(header)
-        files["weights"].write_bytes(self._weights.tobytes())
+        files["header"].write_text(header_source(self.name, self.graph, self.sizes))
+        files["weights"].write_bytes(self._weights[: self.sizes.weights].tobytes())
         files["source"].write_text(self.entry)
         return files
 
@@ -208,6 +219,7 @@ def compile_model(
     target: Target | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
     name: str | None = None,
+    prepack: bool = True,
 ) -> CompiledModel:
     """Compile a model (a Graph, an ONNX path or ModelProto) into a callable CompiledModel
     backed by one shared library.
@@ -218,6 +230,8 @@ def compile_model(
         target: the CPU to compile for (default: this machine).
         shapes: concrete input shapes for an ONNX model with symbolic dimensions.
         name: the C prefix of the library's symbols (default: the graph's name).
+        prepack: pack the weights once, when the model is loaded (False: every kernel packs
+            its weights on every call, as a kernel tuned alone does).
     """
     if not isinstance(graph, Graph):
         from .onnx_import import from_onnx
@@ -226,30 +240,44 @@ def compile_model(
     target = target or Target.detect()
     graph, plan = lower_graph(graph)
     prefix = c_name(name or graph.name)
-    lowered = [s for s in plan if isinstance(s, Lowered)]
-    unique = {s.key: s for s in lowered}
+    weights = _constant_values(graph, plan) if prepack else set()
+
+    def kind(step: Lowered) -> tuple[str, frozenset[str]]:
+        """Calls share a kernel when they compute the same and the same inputs are weights."""
+        return step.key, frozenset(k for k, b in step.bindings.items() if b.value in weights)
+
+    unique = {kind(s): s for s in plan if isinstance(s, Lowered)}
     names = {
         key: kernel_c_name(prefix, k, [n.op for n in s.group.nodes])
         for k, (key, s) in enumerate(unique.items())
     }
     workers = max(1, min(BUILD_WORKERS, os.cpu_count() or 1, len(unique)))
     with ThreadPoolExecutor(max_workers=workers) as pool:  # C compilers run in subprocesses
-        built = pool.map(lambda k: build_unit(unique[k].workload, db, target, names[k]), unique)
-        units: dict[str, KernelUnit] = dict(zip(unique, built, strict=True))
+        built = pool.map(
+            lambda k: build_unit(unique[k].workload, db, target, names[k], k[1]), unique
+        )
+        units = dict(zip(unique, built, strict=True))
     memory = plan_memory(graph, plan)
-    places, weights, calls = _layout(graph, plan, units, memory)
+    places, arrays, calls, prepacks = _layout(graph, plan, lambda s: units[kind(s)], memory)
     staging, end = {}, aligned(memory.size)
     for info in graph.inputs:
         if info.name in places and te_dtype(info.dtype) != info.dtype:
             staging[info.name] = end
             end += aligned(info.size * 4)
-    offsets, blob = pack_weights(weights)
+    offsets, blob = pack_weights(arrays)
     for value, offset in offsets.items():
         places[value] = Place("weights", offset, places[value].dtype)
-    entry = entry_source(prefix, graph, places, calls, staging, end, len(blob))
+    packed = len(blob)
+    for call in prepacks:  # the packed copies follow the file's bytes
+        for spec, value in zip(call.unit.prepack, call.values, strict=True):
+            if spec.role == "output":
+                places[value] = Place("weights", packed, spec.dtype)
+                packed += aligned(math.prod(spec.shape) * np.dtype(spec.dtype).itemsize)
+    sizes = Sizes(end, len(blob), packed - len(blob))
+    entry = entry_source(prefix, graph, places, calls, staging, sizes, prepacks)
     library = link_library(entry, [u.obj for u in units.values()], target)
-    buffer = arena(len(blob))
-    buffer[:] = np.frombuffer(blob, np.uint8)
+    buffer = arena(packed)
+    buffer[: len(blob)] = np.frombuffer(blob, np.uint8)
     return CompiledModel(
         graph,
         prefix,
@@ -259,15 +287,28 @@ def compile_model(
         library=library,
         entry=entry,
         weights=buffer,
-        arena_bytes=end,
+        sizes=sizes,
     )
 
 
+def _constant_values(graph: Graph, plan: list[Lowered | Group]) -> set[str]:
+    """The graph's weights: its initializers and the views of them."""
+    constant = set(graph.initializers)
+    for step in plan:
+        if isinstance(step, Group) and step.anchor.inputs[0] in constant:
+            constant.add(step.output)
+    return constant
+
+
 def _layout(
-    graph: Graph, plan: list[Lowered | Group], units: dict[str, KernelUnit], memory: MemoryPlan
-) -> tuple[dict[str, Place], dict[str, np.ndarray], list[Call]]:
-    """Where each value lives, the weights the kernels read (in first-use order) and the
-    kernel calls in order."""
+    graph: Graph,
+    plan: list[Lowered | Group],
+    unit_of: Callable[[Lowered], KernelUnit],
+    memory: MemoryPlan,
+) -> tuple[dict[str, Place], dict[str, np.ndarray], list[Call], list[Call]]:
+    """Where each value lives, the weights the kernels read (in first-use order), the kernel
+    calls in order and the prepack calls (once per kernel and weights; their outputs are
+    placed later, after the weights)."""
     places: dict[str, Place] = {
         v.name: Place("input", k, te_dtype(v.dtype)) for k, v in enumerate(graph.inputs)
     }
@@ -282,22 +323,36 @@ def _layout(
         return places[value]
 
     calls: list[Call] = []
+    prepacks: dict[tuple[str, tuple[str, ...]], Call] = {}
     for step in plan:
         if isinstance(step, Group):  # a view: the output is the input, reshaped
             places[step.output] = place_of(step.anchor.inputs[0])
             continue
-        unit = units[step.key]
+        unit = unit_of(step)
+        bound = {name: b.value for name, b in step.bindings.items()}
+        if unit.prepack:
+            consts = [a.name for a in unit.prepack if a.role == "input"]
+            key = (unit.name, tuple(bound[c] for c in consts))
+            if key not in prepacks:
+                for value in key[1]:
+                    place_of(value)
+                packed = tuple(f"{p}:{len(prepacks)}" for p in unit.packed)
+                note = f"{unit.name}: {', '.join(key[1])} packed once"
+                prepacks[key] = Call(unit, (*key[1], *packed), note, prepack=True)
+            bound |= dict(zip(unit.packed, prepacks[key].values[len(consts) :], strict=True))
         values = []
         for spec in unit.inputs:
-            binding = step.bindings[spec.name]
-            have = place_of(binding.value)
-            size = graph.values[binding.value].size
+            if spec.name in unit.packed:
+                values.append(bound[spec.name])
+                continue
+            have = place_of(bound[spec.name])
+            size = graph.values[bound[spec.name]].size
             if have.dtype != spec.dtype or size != math.prod(spec.shape):
                 raise ModelError(
-                    f"internal: {step.workload.name} argument {spec.name} is {binding.value} "
+                    f"internal: {step.workload.name} argument {spec.name} is {bound[spec.name]} "
                     f"({size} x {have.dtype}), the kernel wants {spec.describe()}"
                 )
-            values.append(binding.value)
+            values.append(bound[spec.name])
         out = graph.values[step.group.output]
         places[out.name] = Place("arena", memory.offsets[out.name], te_dtype(out.dtype))
         ops = "+".join(n.op for n in step.group.nodes)
@@ -309,7 +364,7 @@ def _layout(
             place_of(v.name)
         except ModelError:
             raise ModelError(f"output '{v.name}' is computed by no step") from None
-    return places, weights, calls
+    return places, weights, calls, list(prepacks.values())
 
 
 __all__ = ["CompiledModel", "build_unit", "compile_model"]

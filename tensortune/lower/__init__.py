@@ -1,5 +1,6 @@
 """Scheduled stages → one loop nest (bound inference, guards, buffers) → the lowering passes."""
 
-from .lower import build_nest, lower, run_passes
+from .lower import build_nest, lower, lower_prepacked, run_passes
+from .prepack import PREPACK_SUFFIX, Prepacked
 
-__all__ = ["build_nest", "lower", "run_passes"]
+__all__ = ["PREPACK_SUFFIX", "Prepacked", "build_nest", "lower", "lower_prepacked", "run_passes"]

@@ -10,16 +10,21 @@ passes then make every decision the C shows, in this order:
 5. ``unroll``          — again, for the scalar tails of register tiles;
 6. ``prune``           — vector tests the unswitched branches already decide disappear;
 7. ``promote_registers`` — register tiles that cannot be named variables stay in memory.
+
+``lower_prepacked`` splits the nest at the inputs declared constant first (``prepack``), so the
+stages that depend only on them run once, in a function of their own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from ..ir.nodes import PrimFunc
 from ..schedule.schedule import Schedule
 from .nest import build_nest
 from .parallel import parallel_loops
+from .prepack import Prepacked, check_constants, root_constant_stages, split_constants
 from .registers import promote_registers
 from .unroll import unroll
 from .unswitch import prune, unswitch
@@ -42,3 +47,19 @@ def lower(sch: Schedule, name: str = "kernel", num_threads: int = 1) -> PrimFunc
     """Lower a schedule into one PrimFunc named ``name`` (inputs, then outputs, as parameters):
     the final program, which ``generate_c`` prints statement for statement."""
     return run_passes(build_nest(sch, name, num_threads))
+
+
+def lower_prepacked(
+    sch: Schedule, name: str = "kernel", num_threads: int = 1, constants: Collection[str] = ()
+) -> Prepacked:
+    """Lower a schedule whose inputs named in ``constants`` never change between calls: the
+    stages computed from them alone become ``<name>_prepack``, run once (see ``prepack``).
+    Without constants the kernel is exactly ``lower``'s."""
+    constants = check_constants(sch, constants)
+    if not constants:
+        return Prepacked(lower(sch, name, num_threads))
+    sch = root_constant_stages(sch, constants)
+    split = split_constants(build_nest(sch, name, num_threads), constants)
+    if split.prepack is None:
+        return Prepacked(run_passes(split.run))
+    return Prepacked(run_passes(split.run), run_passes(split.prepack))

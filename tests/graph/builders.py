@@ -152,6 +152,18 @@ def encoder_layer(seq: int = 8, dim: int = 16, heads: int = 2, ffn: int = 32, se
     return b.model({"x": (1, seq, dim)}, [out])
 
 
+def dqn(batch: int = 16, frames: int = 4, actions: int = 6, seed: int = 7):
+    """A DQN-shaped Q network on a batch of observations: two strided convs with ReLU,
+    Flatten, a hidden Gemm with ReLU and the Q-value Gemm (transB=1, as torch's Linear)."""
+    b = Builder(seed)
+    y = b.op("Relu", [b.conv("x", frames, 8, 4, bias=True, strides=[2, 2])])
+    y = b.op("Relu", [b.conv(y, 8, 16, 3, bias=True, strides=[2, 2])])
+    y = b.op("Flatten", [y], axis=1)
+    y = b.op("Relu", [b.op("Gemm", [y, b.weight(32, 16 * 3 * 3), b.weight(32)], transB=1)])
+    out = b.op("Gemm", [y, b.weight(actions, 32), b.weight(actions)], transB=1)
+    return b.model({"x": (batch, frames, 18, 18)}, [out])
+
+
 def run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime as ort
 

@@ -67,6 +67,9 @@ def test_exported_model_runs_from_c(target, tmp_path):
     assert "int block_run(const void* const* inputs, void* const* outputs);" in header
     assert "#define BLOCK_INPUT0_SHAPE {1, 8, 8, 8}" in header
     assert f"#define BLOCK_ARENA_BYTES {compiled.arena.size}" in header
+    assert compiled.sizes.packed > 0  # block_init packs the conv weights once
+    assert f"#define BLOCK_PACKED_BYTES {compiled.sizes.packed}" in header
+    assert files["weights"].stat().st_size == compiled.sizes.weights  # the file: unpacked
     (tmp_path / "main.c").write_text(MAIN)
     out = files["library"].parent
     program = tmp_path / "main"
