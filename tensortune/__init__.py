@@ -43,7 +43,7 @@ from .workload import Workload, workload
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from .database import Database
 
@@ -63,6 +63,7 @@ def compile(
     schedule: Schedule | None = None,
     target: Target | None = None,
     db: str | os.PathLike[str] | Database | _NotGiven | None = _NO_DB,
+    constants: Collection[str] | None = None,
 ) -> Kernel:
     """Compile a program into a Kernel you call with NumPy arrays.
 
@@ -82,6 +83,13 @@ def compile(
             measurement, so the next compile reuses it (``tensortune best`` shows it marked).
             Without a pretrained model, the design space's default. Not given (and no
             ``schedule``): the plain, unoptimised loop nest. A ``schedule`` wins over ``db``.
+        constants: names of inputs that never change between calls (weights). What the
+            kernel computes from them alone (a packed copy) moves into ``kernel.prepack``, run
+            once: ``packed = kernel.prepack(*weights)``, then each call passes the other inputs
+            followed by the packed ones (``kernel.args`` lists them). With ``db``, the records
+            tuned with those inputs constant are used (``Workload.with_constants``: the
+            constants are part of the database key). Default: a Workload's own ``constants``
+            (none for a spec string or a compute).
 
     Returns:
         A ``Kernel``: ``kernel(*inputs)`` returns the output array(s); ``kernel.source`` is the
@@ -89,8 +97,10 @@ def compile(
         ``$TENSORTUNE_CACHE_DIR`` (default: the user cache directory).
 
     Raises:
-        SpecError: a malformed spec string (also for ``db=`` lookups).
-        ScheduleError, LoweringError: a schedule that cannot be turned into a loop nest.
+        SpecError: a malformed spec string (also for ``db=`` lookups), or, with ``db``,
+            ``constants`` naming something that is not an input.
+        ScheduleError, LoweringError: a schedule that cannot be turned into a loop nest, or
+            ``constants`` naming something that is not an input.
         BuildError: no C compiler, or it rejected the source (``CompileError.log`` has why).
         EnvironmentFailure: the kernel cache cannot be created or written.
         DatabaseError: ``db`` names a database that cannot be read.
@@ -102,8 +112,11 @@ def compile(
                 "compile(db=...) looks a tuned schedule up by workload: pass a spec string or "
                 "a Workload (or pass schedule= for a compute of your own)"
             )
-        return compile_tuned(program, db, target)
-    return compile_with(program, schedule, target)
+        wl = program if isinstance(program, Workload) else workload(program)
+        if constants is not None:
+            wl = wl.with_constants(constants)
+        return compile_tuned(wl, db, target)
+    return compile_with(program, schedule, target, constants)
 
 
 __all__ = [

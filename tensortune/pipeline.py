@@ -16,6 +16,7 @@ from .backend import (
 from .build.kernel import Kernel
 from .errors import TensorTuneError
 from .ir.nodes import PrimFunc
+from .lower import Prepacked
 from .schedule import Schedule
 from .target import Target
 from .te.tensor import Tensor, sanitize
@@ -28,8 +29,10 @@ __all__ = [
     "build",
     "build_source",
     "compile",
+    "constants_of",
     "kernel_name",
     "schedule_flags",
+    "split_source",
 ]
 
 
@@ -63,22 +66,41 @@ def build_source(sch: Schedule, name: str, target: Target) -> tuple[str, PrimFun
     return backend_for(target).generate(sch, name)
 
 
+def split_source(
+    sch: Schedule, name: str, target: Target, constants: Collection[str]
+) -> tuple[str, Prepacked]:
+    """`build_source` for a kernel whose inputs in `constants` never change: the source and the
+    lowered functions, what depends on the constants alone in ``<name>_prepack``."""
+    return backend_for(target).generate_prepacked(sch, name, constants)
+
+
+def constants_of(program: object, constants: Collection[str] | None) -> Collection[str]:
+    """`constants` when given, else the program's own: a Workload's, none for anything else."""
+    if constants is not None:
+        return constants
+    from .workload import Workload
+
+    return program.constants if isinstance(program, Workload) else ()
+
+
 def build(
     program: object,
     schedule: Schedule | None = None,
     target: Target | None = None,
-    constants: Collection[str] = (),
+    constants: Collection[str] | None = None,
 ) -> Artifact:
     """Generate and build a program's kernel for `target` without loading it: works for any
     target whose compiler is installed, e.g. ``Target.cross("neon")`` on an x86 host.
 
     `constants` names inputs that never change between calls (weights): what is computed from
-    them alone goes into ``<kernel>_prepack``, run once, whose outputs the kernel then takes."""
+    them alone goes into ``<kernel>_prepack``, run once, whose outputs the kernel then takes.
+    Default: a Workload's own ``constants``, none for anything else."""
     outputs = as_outputs(program)
     target = target or Target.detect()
     backend = backend_for(target)
     sch = schedule if schedule is not None else Schedule(outputs)
-    source, split = backend.generate_prepacked(sch, kernel_name(program, outputs), constants)
+    name = kernel_name(program, outputs)
+    source, split = split_source(sch, name, target, constants_of(program, constants))
     flags = backend.flags(sch)
     library = backend.build(source, flags)
     prepack = arg_specs(split.prepack) if split.prepack is not None else None
@@ -91,11 +113,11 @@ def compile(
     program: object,
     schedule: Schedule | None = None,
     target: Target | None = None,
-    constants: Collection[str] = (),
+    constants: Collection[str] | None = None,
 ) -> Kernel:
     """Compile a program with a schedule (default: the naive loop nest) into a callable Kernel;
-    with `constants`, ``kernel.prepack(*constants)`` gives the packed inputs the kernel takes
-    after its other inputs (`build`).
+    with `constants` (default: a Workload's own), ``kernel.prepack(*constants)`` gives the
+    packed inputs the kernel takes after its other inputs (`build`).
 
     Raises ForeignTargetError (with the built `.artifact`) for a target this host cannot run.
     """

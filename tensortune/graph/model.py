@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -58,13 +58,12 @@ BUILD_WORKERS = 4
 _PTRS = ctypes.POINTER(ctypes.c_void_p)
 
 
-def build_unit(
-    wl: Workload, db: Any, target: Target, name: str, constants: Collection[str] = ()
-) -> KernelUnit:
+def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
     """The workload's kernel as C function ``name`` compiled to an object: the database's best
-    schedule (``db`` given) or the design space's default; if that cannot be built, the generic
-    space's default, then the plain loop nest. The inputs named in ``constants`` are weights:
-    what is computed from them alone goes into ``<name>_prepack``, run once."""
+    schedule (``db`` given; records of ``wl.name``, which names its constants) or the design
+    space's default; if that cannot be built, the generic space's default, then the plain loop
+    nest. The workload's constants are weights: what is computed from them alone goes into
+    ``<name>_prepack``, run once."""
 
     def tuned() -> tuple[Schedule, bool]:
         record, schedule = tuned_schedule(wl, db, target)
@@ -80,7 +79,7 @@ def build_unit(
     for attempt in attempts:
         try:
             schedule, from_db = attempt()
-            source, split = backend.generate_prepacked(schedule, name, constants)
+            source, split = backend.generate_prepacked(schedule, name, wl.constants)
             flags = tuple(backend.flags(schedule))
             obj = compile_object(source, flags, target)
         except EnvironmentFailure:
@@ -226,7 +225,9 @@ def compile_model(
 
     Args:
         db: a tuning database (path, URL or Database) to take each kernel's best schedule
-            from; None: each kernel's design-space default schedule, no database read.
+            from (``tune_model``'s records, timed with the weights packed once; with
+            ``prepack=False``, the records of the kernels that pack them per call); None: each
+            kernel's design-space default schedule, no database read.
         target: the CPU to compile for (default: this machine).
         shapes: concrete input shapes for an ONNX model with symbolic dimensions.
         name: the C prefix of the library's symbols (default: the graph's name).
@@ -238,27 +239,21 @@ def compile_model(
 
         graph = from_onnx(graph, shapes=shapes)
     target = target or Target.detect()
-    graph, plan = lower_graph(graph)
+    graph, plan = lower_graph(graph, constants=prepack)
     prefix = c_name(name or graph.name)
-    weights = _constant_values(graph, plan) if prepack else set()
-
-    def kind(step: Lowered) -> tuple[str, frozenset[str]]:
-        """Calls share a kernel when they compute the same and the same inputs are weights."""
-        return step.key, frozenset(k for k, b in step.bindings.items() if b.value in weights)
-
-    unique = {kind(s): s for s in plan if isinstance(s, Lowered)}
+    # calls share a kernel when they compute the same and the same inputs are weights: the
+    # workload's name says both
+    unique = {s.workload.name: s for s in plan if isinstance(s, Lowered)}
     names = {
         key: kernel_c_name(prefix, k, [n.op for n in s.group.nodes])
         for k, (key, s) in enumerate(unique.items())
     }
     workers = max(1, min(BUILD_WORKERS, os.cpu_count() or 1, len(unique)))
     with ThreadPoolExecutor(max_workers=workers) as pool:  # C compilers run in subprocesses
-        built = pool.map(
-            lambda k: build_unit(unique[k].workload, db, target, names[k], k[1]), unique
-        )
+        built = pool.map(lambda k: build_unit(unique[k].workload, db, target, names[k]), unique)
         units = dict(zip(unique, built, strict=True))
     memory = plan_memory(graph, plan)
-    places, arrays, calls, prepacks = _layout(graph, plan, lambda s: units[kind(s)], memory)
+    places, arrays, calls, prepacks = _layout(graph, plan, lambda s: units[s.workload.name], memory)
     staging, end = {}, aligned(memory.size)
     for info in graph.inputs:
         if info.name in places and te_dtype(info.dtype) != info.dtype:
@@ -289,15 +284,6 @@ def compile_model(
         weights=buffer,
         sizes=sizes,
     )
-
-
-def _constant_values(graph: Graph, plan: list[Lowered | Group]) -> set[str]:
-    """The graph's weights: its initializers and the views of them."""
-    constant = set(graph.initializers)
-    for step in plan:
-        if isinstance(step, Group) and step.anchor.inputs[0] in constant:
-            constant.add(step.output)
-    return constant
 
 
 def _layout(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +51,8 @@ class Lowered:
 
 @dataclass(frozen=True, eq=False)
 class Task:
-    """A unique kernel of a model and how many times one run of the model calls it."""
+    """A unique kernel of a model and how many times one run of the model calls it: ``key`` is
+    its structure's, ``workload.name`` adds its constant inputs (the tuning database's key)."""
 
     key: str
     workload: Workload
@@ -84,8 +86,9 @@ def _operand_shape(graph: Graph, group: Group, node: Node, pos: int, value: str)
     return (shape[-1],) if math.prod(shape) == shape[-1] else (1,)
 
 
-def lower_group(graph: Graph, group: Group) -> Lowered:
-    """The DSL program computing ``group``, its structural key and its argument bindings."""
+def lower_group(graph: Graph, group: Group, weights: Collection[str] = ()) -> Lowered:
+    """The DSL program computing ``group``, its structural key and its argument bindings; the
+    placeholders bound to ``weights`` are its workload's constants."""
     consts = graph.initializers
     env: dict[str, Tensor] = {}
     bindings: dict[str, Binding] = {}
@@ -142,7 +145,7 @@ def lower_group(graph: Graph, group: Group) -> Lowered:
         inputs,
         (result,),
         _flops(graph, group),
-    )
+    ).with_constants(k for k, b in bindings.items() if b.value in weights)
     return Lowered(group, key, workload, bindings)
 
 
@@ -175,16 +178,29 @@ def _flops(graph: Graph, group: Group) -> float:
     return total + float(out) * (len(group.nodes) - 1)
 
 
-def lower_graph(graph: Graph) -> tuple[Graph, list[Lowered | Group]]:
-    """The optimized graph and its steps: a Lowered per kernel group, the Group for a view."""
+def weight_values(graph: Graph, groups: Sequence[Group]) -> set[str]:
+    """The graph's weights: its initializers and the views of them. The one rule of what a
+    compiled model packs once and a tuned task keeps out of its timed kernel."""
+    weights = set(graph.initializers)
+    for group in groups:
+        if group.kind == "view" and group.anchor.inputs[0] in weights:
+            weights.add(group.output)
+    return weights
+
+
+def lower_graph(graph: Graph, constants: bool = True) -> tuple[Graph, list[Lowered | Group]]:
+    """The optimized graph and its steps: a Lowered per kernel group, its workload's inputs
+    bound to weights constant (unless ``constants`` is False), the Group for a view."""
     graph = optimize(graph)
+    groups = fuse(graph)
+    weights = weight_values(graph, groups) if constants else set()
     steps: list[Lowered | Group] = []
-    for group in fuse(graph):
+    for group in groups:
         if group.kind == "view":
             steps.append(group)
             continue
         try:
-            steps.append(lower_group(graph, group))
+            steps.append(lower_group(graph, group, weights))
         except DSLError as exc:  # an op the DSL refuses in this form: name the ONNX node
             node = group.anchor
             raise ModelError(f"cannot compile {node.op} node '{node.name}': {exc}") from exc
@@ -192,15 +208,16 @@ def lower_graph(graph: Graph) -> tuple[Graph, list[Lowered | Group]]:
 
 
 def extract_tasks(graph: Graph) -> list[Task]:
-    """The unique kernels of a model, each with its weight: how many times one run calls it."""
+    """The unique kernels of a model (weights constant, as ``compile_model`` builds them), each
+    with its weight: how many times one run calls it."""
     _, steps = lower_graph(graph)
-    first: dict[str, Workload] = {}
+    first: dict[str, Lowered] = {}
     count: dict[str, int] = {}
     for step in steps:
         if isinstance(step, Lowered):
-            first.setdefault(step.key, step.workload)
-            count[step.key] = count.get(step.key, 0) + 1
-    return [Task(key, wl, count[key]) for key, wl in first.items()]
+            first.setdefault(step.workload.name, step)
+            count[step.workload.name] = count.get(step.workload.name, 0) + 1
+    return [Task(s.key, s.workload, count[name]) for name, s in first.items()]
 
 
 def as_kernel_array(array: np.ndarray) -> np.ndarray:
@@ -216,4 +233,5 @@ __all__ = [
     "extract_tasks",
     "lower_graph",
     "lower_group",
+    "weight_values",
 ]

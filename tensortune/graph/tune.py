@@ -6,6 +6,9 @@ divided by ``1 + trials already in the database / RESUME_TRIALS``, so a rerun sp
 where the model spends it and where little was measured yet. Time a task leaves unused goes to
 the tasks after it. Every measurement lands in the tuning database as it is taken, so a killed
 run loses nothing and ``compile_model(db=)`` builds the winners.
+
+A task is timed as the compiled model runs it: its weights are the workload's constants, packed
+once before timing, so a kernel is not ranked by the repacking a model never does per call.
 """
 
 from __future__ import annotations

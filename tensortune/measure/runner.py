@@ -67,6 +67,17 @@ class Check:
     label: str
 
 
+@dataclass(frozen=True)
+class Prepack:
+    """How to feed a kernel split at its constant inputs (``lower.prepack``): ``args`` is the
+    signature of ``<name>_prepack``, which the worker runs once per set of inputs, untimed, as
+    a model runs it once at load; ``inputs`` names the request's inputs, which the prepack and
+    the kernel (its other inputs, then the packed ones) take by name."""
+
+    args: tuple[ArgSpec, ...]
+    inputs: tuple[str, ...]
+
+
 @dataclass(frozen=True, eq=False)
 class RunRequest:
     """One candidate to run: its library, entry point, signature, inputs and expected output.
@@ -74,8 +85,9 @@ class RunRequest:
     `reference` is the expected output (a tuple for several outputs), or None to skip the
     correctness check; `checks` are more inputs the candidate must get right before it is timed.
     `baseline` (library, entry point) is a kernel of the same signature to time in alternation
-    with this one (see `measure.paired`); the result then carries its ratio to the baseline,
-    decided against `threshold` (the incumbent's ratio).
+    with this one (see `measure.paired`), or the request that checked it (its own signature and
+    prepack); the result then carries its ratio to the baseline, decided against `threshold`
+    (the incumbent's ratio). With `prepack`, the kernel is timed alone, its prepack run before.
     """
 
     library: Path
@@ -85,8 +97,9 @@ class RunRequest:
     reference: np.ndarray | tuple[np.ndarray, ...] | None = None
     build_seconds: float = 0.0
     checks: tuple[Check, ...] = ()
-    baseline: tuple[Path, str] | None = None
+    baseline: tuple[Path, str] | RunRequest | None = None
     threshold: float = 1.0
+    prepack: Prepack | None = None
 
 
 @dataclass(eq=False)
@@ -232,12 +245,7 @@ class Runner:
         if isinstance(reference, np.ndarray):
             reference = (reference,)
         return {
-            "library": str(request.library),
-            "name": request.name,
-            "args": [
-                {"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "role": a.role}
-                for a in request.args
-            ],
+            **_entry(request),
             "inputs": [_save(array, tmp, saved) for array in request.inputs],
             "reference": None
             if reference is None
@@ -258,9 +266,7 @@ class Runner:
             "rtol": self.rtol,
             "atol": self.atol,
             "min_repeat_seconds": self.min_repeat_seconds,
-            "baseline": None
-            if request.baseline is None
-            else {"library": str(request.baseline[0]), "name": request.baseline[1]},
+            "baseline": _baseline_entry(request.baseline),
             "paired": {
                 "min_rounds": self.paired_rounds[0],
                 "max_rounds": self.paired_rounds[1],
@@ -269,6 +275,34 @@ class Runner:
                 "max_seconds": self.timeout / 3,
             },
         }
+
+
+def _entry(request: RunRequest) -> dict[str, Any]:
+    """The kernel the worker loads: library, C function, signature and prepack, if any."""
+    entry: dict[str, Any] = {
+        "library": str(request.library),
+        "name": request.name,
+        "args": _args(request.args),
+    }
+    if request.prepack is not None:
+        entry["prepack"] = {
+            "args": _args(request.prepack.args),
+            "inputs": list(request.prepack.inputs),
+        }
+    return entry
+
+
+def _baseline_entry(baseline: tuple[Path, str] | RunRequest | None) -> dict[str, Any] | None:
+    """The baseline's entry: a (library, name) pair takes the candidate's signature."""
+    if isinstance(baseline, RunRequest):
+        return _entry(baseline)
+    return None if baseline is None else {"library": str(baseline[0]), "name": baseline[1]}
+
+
+def _args(args: Sequence[ArgSpec]) -> list[dict[str, Any]]:
+    return [
+        {"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "role": a.role} for a in args
+    ]
 
 
 def _death_report(worker: Worker, position: int, name: str) -> dict[str, Any]:

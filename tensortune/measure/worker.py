@@ -32,17 +32,21 @@ so a job whose every reference block stalled is seen as stalled (see measure.pai
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Load, check and time one candidate; returns ``{"spread", "number"}`` or an error."""
+    """Load, check and time one candidate; returns ``{"spread", "number"}`` or an error.
+
+    A kernel split at its constant inputs has its ``<name>_prepack`` run once per set of
+    inputs, before and never inside the timed calls (see ``RunRequest.prepack``)."""
     started = time.monotonic()
-    args = [ArgSpec(a["name"], tuple(a["shape"]), a["dtype"], a["role"]) for a in job["args"]]
-    kernel = Kernel(job["library"], job["name"], args)
+    args = _specs(job["args"])
+    kernel = _load(job, args)
     inputs = [np.load(path) for path in job["inputs"]]
+    feeds = _feeds(kernel, job, inputs)
     outputs = tuple(_poisoned(spec) for spec in kernel.outputs)
-    kernel(*inputs, out=outputs)
+    kernel(*feeds, out=outputs)
     checks = [] if job["reference"] is None else [(None, outputs, job["reference"])]
     for check in job.get("checks", ()):  # run once each, never timed
         special = tuple(_poisoned(spec) for spec in kernel.outputs)
-        kernel(*(np.load(path) for path in check["inputs"]), out=special)
+        kernel(*_feeds(kernel, job, [np.load(path) for path in check["inputs"]]), out=special)
         checks.append((check["label"], special, check["reference"]))
     for label, got, paths in checks:
         references = [np.load(path) for path in paths]
@@ -50,7 +54,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         if problem is not None:
             where = f" on {label}" if label else ""
             return {"error_kind": "wrong_result", "error_msg": f"{problem}{where}"}
-    pointers = pointer_array([*inputs, *outputs])
+    pointers = pointer_array([*feeds, *outputs])
     timer = Path(job["timer"])
     number = job["number"] or calibrate_number(
         kernel.packed_address, pointers, job["min_repeat_seconds"], timer=timer
@@ -70,6 +74,29 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"spread": spread, "number": number}
 
 
+def _specs(args: list[dict[str, Any]]) -> list[ArgSpec]:
+    return [ArgSpec(a["name"], tuple(a["shape"]), a["dtype"], a["role"]) for a in args]
+
+
+def _load(entry: dict[str, Any], args: list[ArgSpec]) -> Kernel:
+    """The entry's kernel, with its prepack function when it has one."""
+    prepack = entry.get("prepack")
+    prepack_args = None if prepack is None else _specs(prepack["args"])
+    return Kernel(entry["library"], entry["name"], args, prepack_args=prepack_args)
+
+
+def _feeds(kernel: Kernel, entry: dict[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The kernel's inputs: the job's as they are, or, for a kernel split at its constants,
+    taken by name with the packed buffers its prepack fills from them (run here, once)."""
+    if kernel.prepack is None:
+        return inputs
+    values = dict(zip(entry["prepack"]["inputs"], inputs, strict=True))
+    packed = tuple(_poisoned(spec) for spec in kernel.prepack.outputs)
+    kernel.prepack(*(values[spec.name] for spec in kernel.prepack.inputs), out=packed)
+    values.update((spec.name, a) for spec, a in zip(kernel.prepack.outputs, packed, strict=True))
+    return [values[spec.name] for spec in kernel.inputs]
+
+
 def _time_paired(
     job: dict[str, Any],
     candidate: tuple[Kernel, Any, int],
@@ -78,10 +105,13 @@ def _time_paired(
     timer: Path,
     budget: float,
 ) -> dict[str, Any]:
-    """Time the candidate in alternation with the job's baseline kernel (see measure.paired)."""
-    baseline = Kernel(job["baseline"]["library"], job["baseline"]["name"], args)
+    """Time the candidate in alternation with the job's baseline kernel (see measure.paired);
+    a baseline without a signature of its own takes the candidate's."""
+    entry = job["baseline"]
+    baseline = _load(entry, _specs(entry["args"]) if "args" in entry else args)
+    base_feeds = _feeds(baseline, entry, inputs)
     base_outputs = [_poisoned(spec) for spec in baseline.outputs]  # alive while timed
-    base_pointers = pointer_array([*inputs, *base_outputs])
+    base_pointers = pointer_array([*base_feeds, *base_outputs])
     base_number = job["number"] or calibrate_number(
         baseline.packed_address, base_pointers, job["min_repeat_seconds"], timer=timer
     )
@@ -100,7 +130,7 @@ def _time_paired(
         before = host.sample()
         return lambda: host.disturbance(before, host.sample()).disturbed()
 
-    key = (job["baseline"]["library"], job["baseline"]["name"])
+    key = (entry["library"], entry["name"])
     paired = {**job["paired"], "max_seconds": budget}
     floor = _REFERENCE_FLOORS.get(key, float("inf"))
     timing = time_paired(block, watch=watch, reference_floor=floor, **paired)

@@ -12,7 +12,6 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import TensorTuneError
@@ -20,7 +19,6 @@ from ..fleet import Fleet
 from ..measure.builder import build_candidates
 from ..measure.result import MeasureResult
 from ..measure.runner import Runner, RunRequest
-from ..pipeline import arg_specs
 from ..space.registry import design_space
 from ..space.template import DesignSpace
 from ..target import Target
@@ -150,7 +148,7 @@ class FleetWorker:
 
 def _baseline(
     ds: DesignSpace, target: Target, runner: Runner, inputs: list[Any], reference: Any
-) -> tuple[Path, str] | None:
+) -> RunRequest | None:
     """The template default's kernel, which every candidate is timed beside (paired timing).
 
     It is run once on its own first: a default that does not build, crashes or computes
@@ -158,10 +156,10 @@ def _baseline(
     prepared = prepare(ds, ds.default, target)
     if isinstance(prepared, TensorTuneError):
         return None
-    _, job, func = prepared
+    _, job, entry = prepared
     (library,) = build_candidates([job], target)
     if isinstance(library, Exception):
         return None
-    request = RunRequest(library, func.name, arg_specs(func), tuple(inputs), reference)
+    request = entry.request(library, inputs, reference)
     (checked,) = runner.run([request])
-    return (library, func.name) if checked.ok else None
+    return request if checked.ok else None

@@ -16,8 +16,8 @@ each builds), ``limits`` (how large a workload may be).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from .spec import MAX_DIM, Param, _Bad, _shown
 
 SPECIAL_SPOTS = 6
 """Random elements of each float input `Workload.special_inputs` sets to NaN or an infinity."""
+CONSTANTS_MARK = "|constants="
+"""What joins a workload's constant inputs to its name (``Workload.with_constants``)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Workload:
         flops: the main op's useful arithmetic (a multiply-add is 2, any other elementwise
             operation or comparison 1); fused epilogues are not counted. GFLOP/s figures
             everywhere divide this by the time.
+        constants: names of inputs that never change between calls (a model's weights), in
+            input order; empty unless set by ``with_constants``. Its kernels compute what
+            depends on them alone once, in ``<kernel>_prepack``, outside the timed call.
 
     Helpers: ``random_inputs(seed)`` and ``special_inputs(seed)`` make inputs in argument
     order, ``reference(inputs)`` computes the NumPy result a kernel must match.
@@ -60,6 +65,7 @@ class Workload:
     inputs: tuple[Tensor, ...] = field(compare=False, repr=False)
     outputs: tuple[Tensor, ...] = field(compare=False, repr=False)
     flops: float = field(compare=False)
+    constants: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.name
@@ -70,6 +76,25 @@ class Workload:
             if k == key:
                 return v
         raise KeyError(f"workload {self.name} has no parameter {key!r}")
+
+    def with_constants(self, names: Iterable[str]) -> Workload:
+        """This workload with the inputs in ``names`` constant. They join the name (the tuning
+        database's key) after ``CONSTANTS_MARK``, so records timed with the weights packed on
+        every call never mix with records timed without; no names gives the plain workload."""
+        wanted = {names} if isinstance(names, str) else set(names)
+        order = [t.name for t in self.inputs]
+        unknown = sorted(wanted - set(order))
+        if unknown:
+            raise SpecError(
+                f"{self.name}: constants {unknown} are not inputs (inputs: {', '.join(order)})"
+            )
+        constants = tuple(n for n in order if n in wanted)
+        base = self.name
+        if self.constants:
+            base = base.removesuffix(CONSTANTS_MARK + ",".join(self.constants))
+        if constants:
+            base += CONSTANTS_MARK + ",".join(constants)
+        return replace(self, name=base, constants=constants)
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -180,6 +205,7 @@ def workload(spec: str) -> Workload:
 
 
 __all__ = [
+    "CONSTANTS_MARK",
     "DEFAULT_MAX_BYTES",
     "EPILOGUES",
     "MAX_BYTES_ENV_VAR",

@@ -12,7 +12,12 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="the graph tests need the optional onnx package")
 pytest.importorskip("onnxruntime", reason="the graph tests compare against onnxruntime")
 
-from tensortune.graph import compile_model, from_onnx  # noqa: E402
+from tensortune.graph import compile_model, extract_tasks, from_onnx  # noqa: E402
+from tensortune.graph.tasks import Lowered, lower_graph  # noqa: E402
+from tensortune.space.registry import design_space  # noqa: E402
+from tensortune.tuning.candidates import prepare  # noqa: E402
+from tensortune.tuning.measuring import measuring_here  # noqa: E402
+from tensortune.workload import CONSTANTS_MARK  # noqa: E402
 
 from . import builders  # noqa: E402
 from .test_compile import TOLERANCE  # noqa: E402
@@ -74,3 +79,38 @@ def test_a_shared_kernel_packs_each_layers_weights(target):
     assert compiled.entry.count(f"{unit.name}_prepack(") == 4  # prototype + one per layer
     calls = [line for line in compiled.entry.splitlines() if f"= {unit.name}(" in line]
     assert len({line.split("(", 2)[2] for line in calls}) == 3  # three distinct packed copies
+
+
+def test_tasks_declare_constant_the_weights_the_model_packs(target):
+    """One rule: a task's workload has the placeholders bound to weights as constants, the
+    same inputs compile_model packs once; without prepacking, no constants."""
+    g = from_onnx(builders.resnet_block())
+    tasks = extract_tasks(g)
+    graph, plan = lower_graph(g)
+    for step in plan:
+        if isinstance(step, Lowered):
+            bound = [k for k, b in step.bindings.items() if b.value in graph.initializers]
+            assert step.workload.constants == tuple(bound)
+    convs = [t.workload for t in tasks if t.workload.op == "conv2d"]
+    assert convs and all(wl.constants for wl in convs)
+    for wl in convs:
+        assert wl.name.endswith(CONSTANTS_MARK + ",".join(wl.constants))
+    compiled = compile_model(g, target=target)
+    for task, unit in zip(tasks, compiled.kernels.values(), strict=True):  # first-use order
+        packed_from = {a.name for a in unit.prepack if a.role == "input"}
+        assert packed_from <= set(task.workload.constants), unit.name
+    _, unpacked = lower_graph(g, constants=False)
+    assert not any(s.workload.constants for s in unpacked if isinstance(s, Lowered))
+
+
+def test_a_tasks_candidate_is_measured_with_its_weights_packed_once(target):
+    (task, *_) = extract_tasks(from_onnx(builders.resnet_block()))
+    ds = design_space(task.workload, target)
+    _, _, entry = prepare(ds, ds.default, target)
+    assert entry.prepack is not None, "the block's 3x3 conv should pack its weights"
+    results = []
+    with measuring_here(ds, target, 20.0, 0, with_baseline=True) as measure:
+        measure([ds.default], lambda i, trace, res: results.append(res))
+    (result,) = results
+    assert result.ok, result.error_msg  # checked against NumPy, then timed beside the default
+    assert result.ratio is not None

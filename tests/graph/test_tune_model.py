@@ -49,11 +49,17 @@ def test_tune_model_records_and_compile_uses_them(target, tmp_path, capsys):
         database.close()
     assert len(records) >= tuned.result.trials
 
+    # the Gemm is tuned as the model runs it: its weight and bias constant, in the key too
+    assert tuned.task.workload.constants == ("a1", "a2")
+    assert tuned.task.workload.name.endswith("|constants=a1,a2")
     compiled = compile_model(model, db=db, target=target)
     default = compile_model(model, target=target)
     units = {u.name: u for u in compiled.kernels.values()}
     plain = {u.name: u for u in default.kernels.values()}
     assert [u.tuned for u in units.values()] == [False, True]  # GlobalAveragePool, Gemm
+    # a model packing its weights per call reads no record timed with them packed once
+    unpacked = compile_model(model, db=db, target=target, prepack=False)
+    assert not any(u.tuned for u in unpacked.kernels.values())
     record, _ = tuned_schedule(tuned.task.workload, db, target)
     default_config = design_space(tuned.task.workload, target).default
     gemm = next(u for u in units.values() if u.tuned)
