@@ -246,17 +246,23 @@ def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
     not move; records timed alone (older versions, or no reference) are put on the same
     scale by the median reference time of the others. Without any ratio, seconds rank.
     """
-    references = [r.reference_seconds for r in records if r.ratio is not None]
+    references = [r.reference_seconds for r in records if _paired(r)]
     if not references:
         return lambda r: r.seconds
     scale = statistics.median(references)
 
     def score(r: Any) -> float:
-        if r.ratio is not None and r.reference_seconds <= STALL_FACTOR * scale:
+        if _paired(r) and r.reference_seconds <= STALL_FACTOR * scale:
             return float(r.ratio)
         return float(r.seconds) / scale
 
     return score
+
+
+def _paired(record: Any) -> bool:
+    """Timed beside a reference: both its ratio and the reference's time are known (a record
+    from another database may carry one without the other)."""
+    return record.ratio is not None and record.reference_seconds is not None
 
 
 def rank_configs(records: Sequence[Any], order: Callable[[Any], Any]) -> list[tuple[Any, Any]]:

@@ -41,6 +41,32 @@ def test_a_config_ranks_by_its_median_ratio(
     assert top[1].ratio == 1.05
 
 
+def test_a_record_whose_reference_stalled_ranks_by_its_own_time(
+    db_location: Path | str, make_record: MakeRecord
+) -> None:
+    """A 0.6 ms config beside a default stalled to 23 ms measured a ratio of 0.03 and won its
+    tune; a reference 3x the usual one is a stalled host, so its record ranks by its seconds.
+    A record with a ratio but no reference time (another database's) ranks the same way."""
+    with SQLDatabase(db_location) as db:
+        for config in ("default", "a", "b"):
+            db.commit_record(
+                make_record(config={"c": config}, seconds=0.5e-3, reference_seconds=0.5e-3, ratio=1)
+            )
+        db.commit_record(
+            make_record(config={"c": "fast"}, seconds=0.45e-3, reference_seconds=0.5e-3, ratio=0.9)
+        )
+        db.commit_record(
+            make_record(
+                config={"c": "stalled"}, seconds=0.6e-3, reference_seconds=23e-3, ratio=0.03
+            )
+        )
+        db.commit_record(make_record(config={"c": "half"}, seconds=0.7e-3, ratio=0.01))
+        top = db.top_k("matmul(64,64,64,float32)", "cpu-x86_64-avx2", 6)
+    order = [r.config["c"] for r in top]
+    assert order[0] == "fast"
+    assert order[-2:] == ["stalled", "half"]
+
+
 def test_records_timed_alone_rank_on_the_reference_scale(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
