@@ -75,12 +75,12 @@ def split_source(
 
 
 def constants_of(program: object, constants: Collection[str] | None) -> Collection[str]:
-    """`constants` when given, else the program's own: a Workload's, none for anything else."""
+    """`constants` when given, else the program's own: a Workload's, none for anything else
+    (read by attribute: the pipeline sits below the workload stage and never imports it)."""
     if constants is not None:
         return constants
-    from .workload import Workload
-
-    return program.constants if isinstance(program, Workload) else ()
+    own: Collection[str] = getattr(program, "constants", ())
+    return own
 
 
 def build(
