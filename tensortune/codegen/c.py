@@ -46,16 +46,14 @@ class CEmitter(StmtPrinter):
             params.append(f"{const_q}{dtype(b.dtype).c_type}* restrict {b.name}")
         for b in f.temporaries:
             ctype = dtype(b.dtype).c_type
-            self.line(
-                f"{ctype}* restrict {b.name} = ({ctype}*)tt_alloc({b.size * dtype(b.dtype).size});"
-            )
+            self.line(f"{ctype}* restrict {b.name} = ({ctype}*)tt_alloc({b.nbytes});")
         if f.temporaries:
             names = " || ".join(f"!{b.name}" for b in f.temporaries)
-            frees = " ".join(f"free({b.name});" for b in f.temporaries)
+            frees = " ".join(f"tt_free({b.name}, {b.nbytes});" for b in f.temporaries)
             self.line(f"if ({names}) {{ {frees} return -1; }}")
         self.stmt(f.body)
         for b in f.temporaries:
-            self.line(f"free({b.name});")
+            self.line(f"tt_free({b.name}, {b.nbytes});")
         self.line("return 0;")
         body = "\n".join(self.lines)
         args = ", ".join(

@@ -118,16 +118,16 @@ class StmtPrinter(VectorPrinter):
         self.line("}")
 
     def local_array(self, buf: Buffer, body: Stmt) -> None:
-        ctype, nbytes = dtype(buf.dtype).c_type, buf.size * dtype(buf.dtype).size
+        ctype, size = dtype(buf.dtype).c_type, buf.nbytes
         self.line("{")
         self.depth += 1
-        on_heap = nbytes > STACK_LIMIT_BYTES
+        on_heap = size > STACK_LIMIT_BYTES
         if on_heap:
-            self.line(f"{ctype}* restrict {buf.name} = ({ctype}*)tt_alloc({nbytes});")
+            self.line(f"{ctype}* restrict {buf.name} = ({ctype}*)tt_alloc({size});")
         else:
             self.line(f"{ctype} {buf.name}[{buf.size}] __attribute__((aligned(64)));")
         self.stmt(body)
         if on_heap:
-            self.line(f"free({buf.name});")
+            self.line(f"tt_free({buf.name}, {size});")
         self.depth -= 1
         self.line("}")

@@ -113,7 +113,7 @@ def access_features(
     target, flops = design.target, max(design.workload.flops, 1.0)
     site = group[0]
     loops = site.loops
-    compulsory = sum(b.size * np.dtype(b.dtype).itemsize for b in func.params)
+    compulsory = sum(b.nbytes for b in func.params)
     memory = _distinct(group)
     inner_var = loops[-1].var if loops else None
     kinds = [_stride_kind(a, inner_var) for a in memory]

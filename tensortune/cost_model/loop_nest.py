@@ -242,7 +242,7 @@ def _site_features(
     threads = max(target.num_threads, 1)
     p_ext = parallel.extent if parallel else 1
     other_exec = sum(math.prod(lp.extent for lp in s.loops) for s in others)
-    temp_bytes = sum(b.size * _itemsize(b.dtype) for b in func.temporaries)
+    temp_bytes = sum(b.nbytes for b in func.temporaries)
     return [
         _log2(work / flops),
         _log2(exec_scalar / lanes),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dtype import dtype
 from ..te.expr import Expr, Var
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
@@ -29,6 +30,10 @@ class Buffer:
         for d in self.shape:
             n *= d
         return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * dtype(self.dtype).size
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}{list(self.shape)}, {self.dtype}, {self.scope})"

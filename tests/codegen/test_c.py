@@ -360,6 +360,7 @@ def test_unswitched_fast_path_of_a_ragged_register_tile_is_reachable():
     the interior copy with no test inside, the edge copy with none of the tests its branch
     already decided, and no negated or repeated condition (an unreachable copy)."""
     src = c_source(register_tiled(M=10, N=32, K=8, parallel=False))
+    src = src[src.index("\nint ") :]  # the kernel, not the preamble's helpers
     conditions = re.findall(r"^\s*if \((.*)\) \{$", src, flags=re.MULTILINE)
     assert len(conditions) == 1, conditions
     assert src.count("} else {") == 1

@@ -1,8 +1,10 @@
 """Golden C files: a change in what the compiler prints shows as a reviewed diff.
 
 Each kernel is generated for a pinned target (AVX2, two threads, fixed cache sizes), never the
-host, so the files do not move between machines. ``TENSORTUNE_UPDATE_GOLDEN=1`` rewrites them;
-read the diff before committing it.
+host, so the files do not move between machines. The preamble every translation unit starts with
+(includes, allocation and floor-division helpers) is kept once, in ``golden/preamble.c``; each
+kernel's file shows where it stands. ``TENSORTUNE_UPDATE_GOLDEN=1`` rewrites them; read the diff
+before committing it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import pytest
 import tensortune as tt
 from tensortune import te
 from tensortune.codegen import generate_c
+from tensortune.codegen.preamble import HEADER
 from tensortune.lower import lower
 from tensortune.space.registry import design_space
 from tensortune.target import Target
 
 GOLDEN = Path(__file__).parent / "golden"
+PREAMBLE_MARK = "/* the preamble: golden/preamble.c */\n"
 
 
 def pinned_target(isa: str = "avx2") -> Target:
@@ -70,12 +74,17 @@ CASES = {
 
 
 def golden_source(case: str) -> str:
-    """The C of one golden case, as the compiler prints it today."""
+    """The C of one golden case, as the compiler prints it today, its preamble replaced by a
+    line that names the file holding it (the one place the preamble is read)."""
+    if case == "preamble":
+        return HEADER
     func = lower(CASES[case](), case, pinned_target().num_threads)
-    return generate_c(func, f"golden case {case}")
+    source = generate_c(func, f"golden case {case}")
+    assert source.count(HEADER) == 1, "every translation unit starts with the preamble, once"
+    return source.replace(HEADER, PREAMBLE_MARK)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", ["preamble", *sorted(CASES)])
 def test_golden_c(case: str) -> None:
     path = GOLDEN / f"{case}.c"
     source = golden_source(case)
