@@ -12,6 +12,7 @@ ORDER = [
     "errors",
     "version",
     "dtype",
+    "memory",
     "te",
     "ops",
     "target",

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..dtype import TENSOR_DTYPES
 from ..errors import BuildError, KernelArgumentError, TensorTuneError
+from ..memory import empty
 
 if TYPE_CHECKING:
     from ..target import Target
@@ -137,7 +138,7 @@ class Kernel:
         for spec, array in zip(self.inputs, inputs, strict=True):
             self._check(spec, array)
         if out is None:
-            outputs = tuple(np.empty(spec.shape, dtype=spec.dtype) for spec in self.outputs)
+            outputs = tuple(empty(spec.shape, spec.dtype) for spec in self.outputs)
         else:
             outputs = (out,) if isinstance(out, np.ndarray) else tuple(out)
             self._check_count("output", self.outputs, outputs)

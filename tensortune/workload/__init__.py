@@ -23,6 +23,7 @@ import numpy as np
 
 from ..dtype import dtype as dtype_of
 from ..errors import DSLError, SpecError
+from ..memory import aligned
 from ..te import Tensor
 from ..te.reference import evaluate
 from .forms import _OPS, EPILOGUES
@@ -105,7 +106,8 @@ class Workload:
         return tuple(t.shape for t in self.outputs)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Deterministic inputs in argument order: floats uniform in [-1, 1), ints in [-8, 8)."""
+        """Deterministic inputs in argument order: floats uniform in [-1, 1), ints in [-8, 8);
+        each starts on a cache line (see `tensortune.memory`)."""
         rng = np.random.default_rng(seed)
         arrays: list[np.ndarray] = []
         for t in self.inputs:
@@ -117,7 +119,7 @@ class Workload:
                 arrays.append(rng.random(t.shape) < 0.5)
             else:
                 arrays.append(rng.integers(-8, 8, t.shape).astype(dtype))
-        return arrays
+        return [aligned(a) for a in arrays]
 
     def special_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """`random_inputs` with NaN, +inf and -inf planted in every float input, at its first and
