@@ -53,7 +53,8 @@ HEADER = (
 /* Scratch buffers outlive the call: each thread keeps the last blocks it freed and takes one of
    the same size back on the next call, so a kernel's speed never depends on the caller's malloc
    state (glibc maps fresh, faulting pages for every large block until its threshold moves: one
-   GEMM ran 0.82 or 0.66 ms per call by that alone). */
+   GEMM ran 0.82 or 0.66 ms per call by that alone). A block of a page or more starts on a page,
+   as arrays do (see tensortune.memory). */
 #define TT_SCRATCH_SLOTS 8
 static __thread void* tt_scratch[TT_SCRATCH_SLOTS];
 static __thread size_t tt_scratch_bytes[TT_SCRATCH_SLOTS];
@@ -67,7 +68,8 @@ static inline void* tt_alloc(size_t bytes) {
       return p;
     }
   }
-  return aligned_alloc(64, bytes);
+  size_t align = bytes >= 4096 ? 4096 : 64;
+  return aligned_alloc(align, (bytes + align - 1) / align * align);
 }
 static inline void tt_free(void* p, size_t bytes) {
   if (p == NULL) return;
