@@ -5,6 +5,10 @@ movement, or an elementwise op with no fusable producer) plus the elementwise op
 it: bias, activation, residual add, and whole elementwise chains (an erf-form GELU, a
 HardSwish) inlined into their producer, so the intermediates never reach memory. Softmax and
 layernorm stay whole, with nothing fused after them. Reshape-like ops are views: no kernel.
+
+An elementwise op reading several injective groups (a Slice, Gather or elementwise anchor and
+its chain) of its own shape that nothing else reads pulls them into one kernel: an LSTM cell's
+four gate slices, their activations and the state update are two kernels, not seven.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ ELEMENTWISE = frozenset(
     )
 )
 VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-CLOSED = frozenset({"Softmax", "LayerNormalization"})
+CLOSED = frozenset({"Softmax", "LogSoftmax", "LayerNormalization"})
+READS = frozenset({"Slice", "Gather"})
+"""Data movements an elementwise consumer's kernel can do as indexed reads (no kernel of their
+own when that consumer is their only reader)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,25 +94,30 @@ def fuse(graph: Graph) -> list[Group]:
     """Groups in an order where every group's inputs are computed by earlier groups."""
     owner: dict[str, int] = {}
     groups: list[list[Node]] = []
-    consts = set(graph.initializers)
+    readers = graph.consumers()
     for node in graph.nodes:
-        target = _target(graph, node, owner, groups, consts)
-        if target is None:
+        target = _target(graph, node, owner, groups)
+        absorbed = _absorbed(graph, node, target, owner, groups, readers)
+        if absorbed:  # the target (if any), then the absorbed groups, then the node: at the end
+            taken = ([] if target is None else [target]) + absorbed
+            merged = [n for k in taken for n in groups[k]]
+            for k in taken:
+                groups[k] = []
+            groups.append([*merged, node])
+            target = len(groups) - 1
+            owner.update({out: target for n in merged for out in n.outputs})
+        elif target is None:
             groups.append([node])
             target = len(groups) - 1
         else:
             groups[target].append(node)
         for out in node.outputs:
             owner[out] = target
-    return _split_escapes(graph, [Group(tuple(g)) for g in groups])
+    return _split_escapes(graph, [Group(tuple(g)) for g in groups if g])
 
 
 def _target(
-    graph: Graph,
-    node: Node,
-    owner: dict[str, int],
-    groups: list[list[Node]],
-    consts: set[str],
+    graph: Graph, node: Node, owner: dict[str, int], groups: list[list[Node]]
 ) -> int | None:
     """The group an elementwise node joins, or None to start its own."""
     if node.op not in ELEMENTWISE:
@@ -129,6 +141,53 @@ def _target(
         if full != group_full or not adaptable(shape, full, computed):
             return None
     return index
+
+
+def _injective(group: list[Node]) -> bool:
+    return group[0].op in READS or group[0].op in ELEMENTWISE
+
+
+def _absorbed(
+    graph: Graph,
+    node: Node,
+    target: int | None,
+    owner: dict[str, int],
+    groups: list[list[Node]],
+    readers: dict[str, list[Node]],
+) -> list[int]:
+    """The groups an elementwise ``node`` pulls into its own (or into ``target``, which then
+    moves to the end with them): injective groups computing a value of the node's shape that
+    only ``node`` reads, when the target is injective too and read by no earlier group."""
+    if node.op not in ELEMENTWISE or (target is not None and not _injective(groups[target])):
+        return []
+    full = graph.values[node.outputs[0]].shape
+    outputs = {v.name for v in graph.outputs}
+
+    def only_node_reads(group: list[Node]) -> bool:
+        return all(
+            out not in outputs and all(r is node or r in group for r in readers.get(out, []))
+            for n in group
+            for out in n.outputs
+        )
+
+    found: list[int] = []
+    for value in dict.fromkeys(i for i in node.inputs if i in owner):
+        k = owner[value]
+        group = groups[k]
+        fits = graph.values[value].shape == full and _injective(group)
+        if fits and k != target and k not in found and only_node_reads(group):
+            found.append(k)
+    if found and target is not None:
+        inside = groups[target]
+        early = any(  # a reader grouped elsewhere already: moving the target after it breaks order
+            r is not node and r not in inside and r.outputs[0] in owner
+            for n in inside
+            for out in n.outputs
+            for r in readers.get(out, [])
+        )
+        if early:
+            return []
+    return found
 
 
 def _split_escapes(graph: Graph, groups: list[Group]) -> list[Group]:

@@ -124,10 +124,10 @@ def _prototype(call: Call) -> str:
 
 
 class _Names:
-    """C locals named after graph values, unique."""
+    """C locals named after graph values, unique (never one of the entry point's own names)."""
 
     def __init__(self) -> None:
-        self.taken = {"inputs", "outputs", "weights", "arena", "i", "status"}
+        self.taken = {"inputs", "outputs", "weights", "arena", "w", "m", "i", "v", "status"}
         self.of: dict[str, str] = {}
 
     def __call__(self, value: str) -> str:
@@ -180,6 +180,8 @@ def entry_source(
 
     def pointer(value: str) -> str:
         place = places[value]
+        if place.region == "input" and value != graph.inputs[place.offset].name:
+            return pointer(graph.inputs[place.offset].name)  # a view: the (staged) input itself
         local = names(value)
         if local in declared:
             return local

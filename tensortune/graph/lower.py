@@ -23,6 +23,12 @@ ARITHMETIC: dict[str, Callable[..., Expr]] = {
     "Mul": lambda p, q: p * q,
     "Div": lambda p, q: p / q,
 }
+REDUCE: dict[str, Callable[..., Tensor]] = {
+    "ReduceMean": ops.reduce_mean,
+    "ReduceSum": ops.reduce_sum,
+    "ReduceMax": ops.reduce_max,
+    "ReduceMin": ops.reduce_min,
+}
 BIG = 3.0e38
 """Clip's missing bound: beyond every finite float32 (C has no portable inf literal here)."""
 
@@ -235,16 +241,22 @@ def lower_anchor(
         )
     if op == "GlobalAveragePool":
         return ops.global_avg_pool(x, name=f"{name}_gap")
-    if op == "ReduceMean":
-        axes = optional_ints(node, "axes", [consts.get(i) for i in node.inputs], 1)
-        return ops.reduce_mean(x, axes, bool(node.attr("keepdims", 1)), name=f"{name}_mean")
-    if op == "Softmax":
+    if op in REDUCE:
+        axes = optional_ints(node, "axes", [consts.get(i) for i in node.inputs], 1) or None
+        if axes is None and node.attr("noop_with_empty_axes", 0):
+            return _elementwise(f"{name}_noop", x.shape, lambda v: v + te.const(0, v.dtype), x)
+        keep = bool(node.attr("keepdims", 1))
+        return REDUCE[op](x, axes, keep, name=f"{name}_{op[6:].lower()}")
+    if op in ("Softmax", "LogSoftmax"):
+        norm = ops.softmax if op == "Softmax" else _log_softmax
         axis = node.attr("axis", -1) % x.ndim
         if axis == x.ndim - 1:
-            return ops.softmax(x, name=f"{name}_softmax")
+            return norm(x, name=f"{name}_softmax")
         perm = [d for d in range(x.ndim) if d != axis] + [axis]  # the axis moved last and back
-        y = ops.softmax(ops.transpose(x, perm, name=f"{name}_in"), name=f"{name}_softmax")
+        y = norm(ops.transpose(x, perm, name=f"{name}_in"), name=f"{name}_softmax")
         return ops.transpose(y, [int(d) for d in np.argsort(perm)], name=f"{name}_out")
+    if op == "Trilu":
+        return _trilu(node, x, a, name)
     if op == "LayerNormalization":  # over the last axis of x (several axes arrive as one)
         if len([o for o in node.outputs if o]) > 1:
             raise _unsupported(node, "the Mean / InvStdDev outputs")
@@ -261,6 +273,29 @@ def lower_anchor(
     if op == "Gather":
         return _gather(node, x, _given(node, a, 1), out, name)
     raise _unsupported(node, "no lowering")
+
+
+def _log_softmax(x: Tensor, name: str) -> Tensor:
+    """``x - max - log(sum(exp(x - max)))`` over the last axis: finite where softmax
+    underflows to 0, as a log of ``ops.softmax`` would not be."""
+    top = ops.reduce_max(x, -1, keepdims=True, name=f"{name}_max")
+    shifted = _elementwise(f"{name}_shift", x.shape, lambda p, q: p - q, x, top)
+    exp = _elementwise(f"{name}_exp", x.shape, te.exp, shifted)
+    total = ops.reduce_sum(exp, -1, keepdims=True, name=f"{name}_sum")
+    return _elementwise(name, x.shape, lambda p, q: p - te.log(q), shifted, total)
+
+
+def _trilu(node: Node, x: Tensor, a: Args, name: str) -> Tensor:
+    """The upper (or lower) triangle of the last two axes from diagonal ``k``, zeros elsewhere."""
+    k = int(_scalar(node, a[1], "k")) if len(a) > 1 and a[1] is not None else 0
+    upper = bool(node.attr("upper", 1))
+
+    def body(*i: Expr) -> Expr:
+        above = i[-1] - i[-2]  # column - row: the diagonal it is on
+        keep = above >= k if upper else above <= k
+        return te.select(keep, x[i], te.const(0, x.dtype))
+
+    return te.compute(x.shape, body, name=f"{name}_trilu", tag="transform")
 
 
 def _batchnorm(node: Node, x: Tensor, params: list[Arg], name: str) -> Tensor:

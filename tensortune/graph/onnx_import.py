@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import MissingDependency
 from .errors import ModelError
 from .ir import Graph, Node, ValueInfo
+from .reference import REDUCTIONS
 from .rnn import LSTM_ATTRIBUTES, unroll_rnns
 
 MIN_OPSET, MAX_OPSET = 13, 21
@@ -35,11 +36,12 @@ ATTRIBUTES: dict[str, set[str]] = {
     "MaxPool": _POOL | {"storage_order"},
     "AveragePool": _POOL | {"count_include_pad"},
     "GlobalAveragePool": set(),
-    "ReduceMean": {"axes", "keepdims", "noop_with_empty_axes"},
+    **{op: {"axes", "keepdims", "noop_with_empty_axes"} for op in REDUCTIONS},
     "Flatten": {"axis"},
     "Reshape": {"allowzero"},
     "Transpose": {"perm"},
     "Softmax": {"axis"},
+    "LogSoftmax": {"axis"},
     "LayerNormalization": {"axis", "epsilon", "stash_type"},
     "Concat": {"axis"},
     "Split": {"axis", "split", "num_outputs"},
@@ -49,6 +51,7 @@ ATTRIBUTES: dict[str, set[str]] = {
     "Gather": {"axis"},
     "Shape": {"start", "end"},
     "ConstantOfShape": {"value"},
+    "Trilu": {"upper"},
     "LSTM": LSTM_ATTRIBUTES,
 }
 SUPPORTED = frozenset(ATTRIBUTES) | {"Constant"}

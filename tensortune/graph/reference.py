@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -157,6 +158,19 @@ def _softmax(node: Node, a: Arrays) -> list[np.ndarray]:
     return [e / e.sum(axis=axis, keepdims=True)]
 
 
+def _log_softmax(node: Node, a: Arrays) -> list[np.ndarray]:
+    x = _req(a, 0)
+    axis = node.attr("axis", -1)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return [shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))]
+
+
+def _trilu(node: Node, a: Arrays) -> list[np.ndarray]:
+    k = int(np.asarray(a[1]).reshape(-1)[0]) if len(a) > 1 and a[1] is not None else 0
+    keep = np.triu if node.attr("upper", 1) else np.tril
+    return [keep(_req(a, 0), k)]
+
+
 def _layernorm(node: Node, a: Arrays) -> list[np.ndarray]:
     """Y, and the Mean and InvStdDev outputs (float32, reduced axes kept as size 1)."""
     x, scale = _req(a, 0), _req(a, 1)
@@ -190,14 +204,27 @@ def _hardsigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
     return np.clip(alpha * x + beta, 0, 1).astype(x.dtype)
 
 
-def _reduce_mean(node: Node, a: Arrays) -> list[np.ndarray]:
-    axes = optional_ints(node, "axes", a, 1) or None  # empty: every axis
-    keep = bool(node.attr("keepdims", 1))
-    x = _req(a, 0)
-    if axes is None and node.attr("noop_with_empty_axes", 0):
-        return [x]
-    axis = None if axes is None else tuple(axes)
-    return [x.mean(axis=axis, keepdims=keep).astype(x.dtype)]
+def _reduce(fn: Callable[..., Any]) -> OpFn:
+    def op(node: Node, a: Arrays) -> list[np.ndarray]:
+        axes = optional_ints(node, "axes", a, 1) or None  # empty: every axis
+        keep = bool(node.attr("keepdims", 1))
+        x = _req(a, 0)
+        if axes is None and node.attr("noop_with_empty_axes", 0):
+            return [x]
+        axis = None if axes is None else tuple(axes)
+        return [np.asarray(fn(x, axis=axis, keepdims=keep)).astype(x.dtype)]
+
+    return op
+
+
+REDUCTIONS: dict[str, Callable[..., Any]] = {
+    "ReduceMean": np.mean,
+    "ReduceSum": np.sum,
+    "ReduceMax": np.max,
+    "ReduceMin": np.min,
+}
+"""The ONNX reductions over an ``axes`` attribute or input (the input form from opset 18,
+ReduceSum's from 13), by their NumPy definition."""
 
 
 def _reshape(node: Node, a: Arrays) -> list[np.ndarray]:
@@ -333,11 +360,12 @@ OPS: dict[str, OpFn] = {
     "MaxPool": _maxpool,
     "AveragePool": _avgpool,
     "GlobalAveragePool": lambda n, a: [_req(a, 0).mean(axis=(2, 3), keepdims=True)],
-    "ReduceMean": _reduce_mean,
+    **{op: _reduce(fn) for op, fn in REDUCTIONS.items()},
     "Flatten": _flatten,
     "Reshape": _reshape,
     "Transpose": lambda n, a: [np.transpose(_req(a, 0), n.attr("perm"))],
     "Softmax": _softmax,
+    "LogSoftmax": _log_softmax,
     "LayerNormalization": _layernorm,
     "Concat": lambda n, a: [
         np.concatenate([_req(a, i) for i in range(len(a))], axis=n.attr("axis"))
@@ -351,6 +379,7 @@ OPS: dict[str, OpFn] = {
     ],
     "Shape": _shape,
     "ConstantOfShape": _constant_of_shape,
+    "Trilu": _trilu,
 }
 
 
@@ -385,4 +414,4 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.nd
     return {v.name: env[v.name] for v in graph.outputs}
 
 
-__all__ = ["OPS", "erf", "optional_ints", "pool_geometry", "run_graph", "run_node"]
+__all__ = ["OPS", "REDUCTIONS", "erf", "optional_ints", "pool_geometry", "run_graph", "run_node"]

@@ -8,13 +8,13 @@ import numpy as np
 
 from .errors import ModelError
 from .ir import Graph, Node, ValueInfo
-from .reference import pool_geometry, run_node
+from .reference import REDUCTIONS, pool_geometry, run_node
 
 UNARY = frozenset(
     (
         *("Relu", "Clip", "Sigmoid", "Tanh", "Erf", "Gelu", "HardSigmoid", "HardSwish", "Sqrt"),
         *("Exp", "Neg", "Reciprocal", "Identity", "Dropout", "BatchNormalization", "Softmax"),
-        "LayerNormalization",
+        *("LayerNormalization", "LogSoftmax", "Trilu"),
     )
 )
 BINARY = frozenset(["Add", "Sub", "Mul", "Div", "Pow"])
@@ -28,7 +28,7 @@ SHAPING_INPUTS = {
     "Slice": (1, 2, 3, 4),
     "Squeeze": (1,),
     "Unsqueeze": (1,),
-    "ReduceMean": (1,),
+    **dict.fromkeys(REDUCTIONS, (1,)),
     "Split": (1,),
     "ConstantOfShape": (0,),
 }

@@ -20,8 +20,14 @@ from .fold import optimize
 from .fuse import ELEMENTWISE, Group, compute_shape, fuse
 from .ir import Graph, Node
 from .lower import Arg, lower_anchor, lower_elementwise, te_dtype
+from .reference import REDUCTIONS
 
-STATIC_INPUTS = {"Slice": {1, 2, 3, 4}, "ReduceMean": {1}, "Expand": {1}}
+STATIC_INPUTS = {
+    "Slice": {1, 2, 3, 4},
+    "Expand": {1},
+    "Trilu": {1},
+    **{op: {1} for op in REDUCTIONS},
+}
 """Inputs whose (constant) values shape the computation itself instead of feeding it data."""
 DESIGN_SPACE_OP = {
     "Conv": "conv2d",
@@ -125,7 +131,7 @@ def lower_group(graph: Graph, group: Group, weights: Collection[str] = ()) -> Lo
                 refs.append(("arg", t.name, t.shape, t.dtype))
         out = node.outputs[0]
         name = f"n{k}"
-        if node is not anchor or node.op in ELEMENTWISE:
+        if node.op in ELEMENTWISE:
             shape = computed if node is not anchor else graph.values[out].shape
             dtype = te_dtype(graph.values[out].dtype)
             env[out] = lower_elementwise(node, shape, args, dtype, name)
@@ -152,8 +158,8 @@ def lower_group(graph: Graph, group: Group, weights: Collection[str] = ()) -> Lo
 def _space_op(graph: Graph, anchor: Node) -> str:
     """The op name choosing the design space (``tensortune.space.registry``)."""
     out_shape = graph.values[anchor.outputs[0]].shape
-    if anchor.op == "Gemm":
-        return "dense" if anchor.attr("transB", 0) and not anchor.attr("transA", 0) else "graph"
+    if anchor.op == "Gemm" and not anchor.attr("transA", 0):
+        return "dense" if anchor.attr("transB", 0) else "matmul"
     if anchor.op == "MatMul":
         return "matmul" if len(compute_shape(graph, anchor)) == 2 else "batch_matmul"
     if anchor.op == "Softmax" and anchor.attr("axis", -1) not in (-1, len(out_shape) - 1):

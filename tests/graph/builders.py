@@ -173,6 +173,29 @@ def run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     return sess.run(None, feeds)
 
 
+TOLERANCE = 1e-4
+"""Max error relative to the output's largest magnitude (float32 sums in another order)."""
+
+
+def check_against_ort(model, target, seed: int = 0, feeds: dict[str, np.ndarray] | None = None):
+    """Compile ``model``, run it on ``feeds`` (default: seeded standard normals in each input's
+    dtype) and assert every output matches ONNX Runtime's; the compiled model."""
+    from tensortune.graph import compile_model, from_onnx
+
+    g = from_onnx(model)
+    rng = np.random.default_rng(seed)
+    feeds = feeds or {v.name: rng.standard_normal(v.shape).astype(v.dtype) for v in g.inputs}
+    compiled = compile_model(g, target=target)
+    ours = compiled.run(feeds)
+    theirs = run_ort(model, feeds)
+    for info, value in zip(g.outputs, theirs, strict=True):
+        got = ours[info.name]
+        assert got.shape == value.shape and got.dtype == value.dtype
+        error = np.abs(got - value).max() / max(np.abs(value).max(), 1e-6)
+        assert error < TOLERANCE, f"{info.name}: relative error {error:.2e}"
+    return compiled
+
+
 def op_zoo(seed: int = 4):
     """Many small ops in one opset-18 model: pools, Concat, HardSwish, Sigmoid, Tanh, Split
     (num_outputs), Where, Pow, ReduceMean (axes input), Expand, HardSigmoid, Sqrt, Transpose,

@@ -11,24 +11,7 @@ pytest.importorskip("onnxruntime", reason="the graph tests compare against onnxr
 from tensortune.graph import ModelError, compile_model, from_onnx  # noqa: E402
 
 from . import builders  # noqa: E402
-
-TOLERANCE = 1e-4
-"""Max error relative to the output's largest magnitude (float32 sums in another order)."""
-
-
-def _check(model, target, seed=0):
-    g = from_onnx(model)
-    rng = np.random.default_rng(seed)
-    feeds = {v.name: rng.standard_normal(v.shape).astype(v.dtype) for v in g.inputs}
-    compiled = compile_model(g, target=target)
-    ours = compiled.run(feeds)
-    theirs = builders.run_ort(model, feeds)
-    for info, value in zip(g.outputs, theirs, strict=True):
-        got = ours[info.name]
-        assert got.shape == value.shape and got.dtype == value.dtype
-        error = np.abs(got - value).max() / max(np.abs(value).max(), 1e-6)
-        assert error < TOLERANCE, f"{info.name}: relative error {error:.2e}"
-    return compiled
+from .builders import check_against_ort as _check  # noqa: E402
 
 
 def test_resnet_block(target):

@@ -20,7 +20,7 @@ from tensortune.tuning.measuring import measuring_here  # noqa: E402
 from tensortune.workload import CONSTANTS_MARK  # noqa: E402
 
 from . import builders  # noqa: E402
-from .test_compile import TOLERANCE  # noqa: E402
+from .builders import TOLERANCE  # noqa: E402
 
 MODELS = {
     "resnet_block": builders.resnet_block,

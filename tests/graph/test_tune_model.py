@@ -36,8 +36,8 @@ def test_tune_model_records_and_compile_uses_them(target, tmp_path, capsys):
     model = builders.classifier_head()
     db = tmp_path / "tuning.db"
     result = tune_model(model, budget=20, db=db, target=target)  # kept: room to measure
-    assert [r.result is not None for r in result.tasks] == [True, False]  # the Gemm, by FLOPs
-    tuned = result.tasks[0]
+    tuned = result.tasks[0]  # the Gemm first, by FLOPs
+    assert tuned.task.workload.name.startswith("graph:Gemm:") and tuned.result is not None
     assert tuned.result.trials > 0
     out = capsys.readouterr().out
     assert "task 1/2 Gemm 1x10" in out and "new trials" in out and "task 2/2" in out
