@@ -23,20 +23,12 @@ import numpy as np
 
 from ..build.compiler import compile_program
 from ..build.kernel import ArgSpec
+from ..dtype import dtype
 from ..lower import PREPACK_SUFFIX
 from ..target import Target
 from ..te.tensor import sanitize
 from .ir import Graph, ValueInfo
 
-C_TYPES = {
-    "float32": "float",
-    "float64": "double",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "int8": "int8_t",
-    "uint8": "uint8_t",
-    "bool": "_Bool",
-}
 STATUS = {
     0: "success",
     2: "an int64 input holds a value beyond int32",
@@ -186,7 +178,7 @@ def entry_source(
         if local in declared:
             return local
         declared.add(local)
-        ct = C_TYPES[place.dtype]
+        ct = dtype(place.dtype).c_type
         if place.region == "input":
             expr = f"(const {ct}*)inputs[{place.offset}]"
             info = graph.inputs[place.offset]
@@ -215,7 +207,7 @@ def entry_source(
             nbytes = info.size * np.dtype(info.dtype).itemsize
             out.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {info.name!r} */")
         else:
-            ct = C_TYPES[info.dtype]
+            ct = dtype(info.dtype).c_type
             out.append(
                 f"  for (long i = 0; i < {info.size}; ++i) (({ct}*)outputs[{k}])[i] = "
                 f"({ct}){src}[i];  /* output {info.name!r} */"
@@ -244,7 +236,7 @@ def _prepack_source(model: str, places: dict[str, Place], prepacks: Sequence[Cal
         args = []
         for k, value in enumerate(call.values):
             place = places[value]
-            ct = C_TYPES[place.dtype]
+            ct = dtype(place.dtype).c_type
             const = "const " if call.unit.prepack[k].role == "input" else ""
             args.append(f"({const}{ct}*)(w + {place.offset})")
         out.append(f"  /* {call.note.replace('*/', '* /')} */")
@@ -254,7 +246,7 @@ def _prepack_source(model: str, places: dict[str, Place], prepacks: Sequence[Cal
 
 def _narrow(info: ValueInfo, index: int, local: str) -> str:
     """Convert an input to the kernels' int32 (an int64 one checked against int32's range)."""
-    ct = C_TYPES[info.dtype]
+    ct = dtype(info.dtype).c_type
     check = "    if (v < INT32_MIN || v > INT32_MAX) return 2;\n" if info.dtype == "int64" else ""
     return (
         f"  for (long i = 0; i < {info.size}; ++i) {{  /* {info.name}: {info.dtype} to int32 */\n"
@@ -326,7 +318,7 @@ def header_source(model: str, graph: Graph, sizes: Sizes) -> str:
             lines += [
                 f"/* {role.lower()} {k}: {v.name!r} {v.dtype} {list(v.shape)} */",
                 f'#define {p}_NAME "{v.name}"',
-                f"#define {p}_TYPE {C_TYPES[v.dtype]}",
+                f"#define {p}_TYPE {dtype(v.dtype).c_type}",
                 f"#define {p}_SIZE {v.size}",
                 f"#define {p}_RANK {len(v.shape)}",
                 f"#define {p}_SHAPE {{{dims}}}",
