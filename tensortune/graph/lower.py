@@ -11,9 +11,9 @@ import numpy as np
 from .. import ops, te
 from ..te import Expr, Tensor
 from ..te.expr import as_expr
+from .attributes import optional_ints, pool_geometry
 from .errors import ModelError
 from .ir import Graph, Node
-from .reference import optional_ints, pool_geometry
 
 Arg = Tensor | float
 Args = list[Arg | None]  # a node's operands; None for an omitted optional input

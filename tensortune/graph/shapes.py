@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attributes import pool_geometry
 from .errors import ModelError
 from .ir import Graph, Node, ValueInfo
-from .reference import REDUCTIONS, pool_geometry, run_node
+from .reference import REDUCTIONS, run_node
 
 UNARY = frozenset(
     (
