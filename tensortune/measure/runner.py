@@ -122,6 +122,7 @@ class Runner:
     target: Target | None = None
     startup_timeout: float = 60.0
     max_tasks_per_worker: int = 200
+    max_worker_bytes: int = 2 << 30
     _worker: Worker | None = field(default=None, init=False, repr=False)
 
     def run(
@@ -233,7 +234,14 @@ class Runner:
         raise EnvironmentFailure("the measurement worker keeps dying before it gets a candidate")
 
     def _ready_worker(self, target: Target) -> Worker:
-        if self._worker is not None and self._worker.tasks >= self.max_tasks_per_worker:
+        """The worker for the next candidate: a fresh one after `max_tasks_per_worker` tasks or
+        once it holds `max_worker_bytes` of memory (every candidate's library stays loaded, and
+        keeps its scratch blocks for its next call: see `tensortune.codegen.scratch`)."""
+        worker = self._worker
+        if worker is not None and (
+            worker.tasks >= self.max_tasks_per_worker
+            or resident_bytes(worker.proc.pid) > self.max_worker_bytes
+        ):
             self.close()
         if self._worker is None:
             self._worker = Worker(_worker_env(target), self.startup_timeout)
@@ -334,6 +342,15 @@ def _save(array: np.ndarray, tmp: Path, saved: _Saved) -> str:
             raise EnvironmentFailure(f"cannot write candidate inputs to {tmp}: {exc}") from exc
         saved[key] = (array, str(path))
     return saved[key][1]
+
+
+def resident_bytes(pid: int) -> int:
+    """Resident memory of process `pid` (0 where /proc cannot say)."""
+    try:
+        resident_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def _worker_env(target: Target) -> dict[str, str]:

@@ -8,7 +8,7 @@ import pytest
 from tensortune.build.kernel import ArgSpec
 from tensortune.measure.builder import build_candidates
 from tensortune.measure.result import MeasureResult
-from tensortune.measure.runner import Runner, RunRequest, _worker_env
+from tensortune.measure.runner import Runner, RunRequest, _worker_env, resident_bytes
 from tensortune.target import Target
 
 from . import c_kernels
@@ -121,6 +121,20 @@ def test_worker_recycled_after_max_tasks(target: Target, data):
         first = runner._worker.proc.pid
         measure(runner, target, data, GOOD)
         assert runner._worker.proc.pid != first
+
+
+def test_worker_recycled_once_it_holds_too_much_memory(target: Target, data):
+    """Loaded candidates keep their libraries and scratch blocks: a worker past its memory bound
+    is replaced before the next candidate."""
+    with Runner(repeat=1, number=1, target=target, max_worker_bytes=1 << 40) as runner:
+        measure(runner, target, data, GOOD, GOOD)
+        kept = runner._worker.proc.pid
+        measure(runner, target, data, GOOD)
+        assert runner._worker.proc.pid == kept
+        assert resident_bytes(kept) > 0
+        runner.max_worker_bytes = 1 << 20  # below any Python process
+        measure(runner, target, data, GOOD)
+        assert runner._worker.proc.pid != kept
 
 
 def test_worker_killed_between_runs_is_replaced(runner: Runner, target: Target, data):
