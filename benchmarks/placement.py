@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 import tensortune as tt
-from tensortune.memory import PAGE
+from tensortune.memory import PAGE, empty
 from tensortune.space.registry import design_space
 
 OFFSETS = {"16 past a page (NumPy)": 16, "on a page (tensortune)": 0, "64 past a page": 64,
@@ -30,9 +30,9 @@ OFFSETS = {"16 past a page (NumPy)": 16, "on a page (tensortune)": 0, "64 past a
 
 
 def placed(array: np.ndarray, offset: int) -> np.ndarray:
-    raw = np.empty(array.nbytes + 2 * PAGE, np.uint8)
-    start = -raw.ctypes.data % PAGE + offset
-    out = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    """A copy of `array` starting `offset` bytes past a page."""
+    raw = empty(max(array.nbytes + offset, PAGE), np.uint8)  # on a page
+    out = raw[offset : offset + array.nbytes].view(array.dtype).reshape(array.shape)
     out[...] = array
     return out
 
