@@ -47,19 +47,36 @@ def python_timer(
     return timeit
 
 
-def kernel_timer(kernel, arrays: list[np.ndarray], min_seconds: float = 0.05):
-    """Time a tensortune Kernel with the C harness (no Python in the measured interval)."""
+def kernel_timer(
+    kernel, arrays: list[np.ndarray], min_seconds: float = 0.05, fresh_placement: bool = False
+):
+    """Time a tensortune Kernel with the C harness (no Python in the measured interval).
+
+    With `fresh_placement`, each call copies the arrays to newly allocated (aligned) memory
+    first, kept until the timer goes: for an operand of megabytes, which physical pages it
+    lands on, hence which cache sets its rows share, moves a memory-bound kernel's time by
+    several percent from one allocation to the next, so a median over calls is one over
+    placements, as the tuner's is over jobs that each load their inputs afresh."""
     from tensortune.build.kernel import pointer_array
     from tensortune.measure.timer import calibrate_number, time_function
+    from tensortune.memory import empty
 
-    ptrs = pointer_array(arrays)
+    placements = [list(arrays)]
 
     def timeit(repeat: int) -> list[float]:
+        if fresh_placement:
+            placements.append([_placed_copy(a, empty) for a in arrays])
+        ptrs = pointer_array(placements[-1])
         number = calibrate_number(kernel.packed_address, ptrs, min_seconds)
         return time_function(kernel.packed_address, ptrs, number=number, repeat=repeat)
 
-    timeit.arrays = list(arrays)  # ``ptrs`` point into these: keep them alive with the timer
     return timeit
+
+
+def _placed_copy(array: np.ndarray, empty) -> np.ndarray:
+    copy = empty(array.shape, array.dtype)
+    copy[...] = array
+    return copy
 
 
 def measure(contenders: list[Contender], repeat: int = 5, rounds: int = 6) -> dict[str, float]:

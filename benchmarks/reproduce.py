@@ -6,7 +6,8 @@ fastest peer in a fresh process.
 
 Five suite workloads and five odd-shaped ones from real models. After tuning (which resumes what
 --db holds), a fresh interpreter loads each winner, its template default and the peers, checks
-all against NumPy, and times them in --rounds interleaved rounds. Per row: the winner's recorded
+all against NumPy, and times them in --rounds interleaved rounds, our kernels on operands placed
+afresh each round (see `common.kernel_timer`). Per row: the winner's recorded
 time, its re-timed median, tuned / default (time ratio, median over rounds, with the noise of
 that ratio), the ratio recorded during tuning, and the speed against the fastest peer. Bars: the
 winner is never slower than the default beyond the noise; the recorded ratio is within 10% of
@@ -109,7 +110,11 @@ def retime(specs: list[str], target: tt.Target, args: argparse.Namespace) -> Non
             out = kernel(*inputs)
             common.check(f"{spec} [{name}]", out, want)
             contenders.append(
-                common.Contender(name, lambda: None, common.kernel_timer(kernel, [*inputs, out]))
+                common.Contender(
+                    name,
+                    lambda: None,
+                    common.kernel_timer(kernel, [*inputs, out], fresh_placement=True),
+                )
             )
         peers = peers_for(wl, inputs, args.threads)
         for name, fn in peers.items():
