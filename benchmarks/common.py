@@ -73,6 +73,12 @@ def kernel_timer(
     return timeit
 
 
+def feeds(kernel, wl, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The kernel's arguments for the workload's `inputs`: its constants (weights) packed once
+    by the kernel's prepack when it has one, the inputs as they are otherwise."""
+    return kernel.feeds({t.name: a for t, a in zip(wl.inputs, inputs, strict=True)})
+
+
 def _placed_copy(array: np.ndarray, empty) -> np.ndarray:
     copy = empty(array.shape, array.dtype)
     copy[...] = array

@@ -159,12 +159,14 @@ def is_round(wl: tt.Workload) -> bool:
     return all(int(wl.param(k)) % 16 == 0 for k in _SIZES[wl.op])
 
 
-def models_suite() -> list[tuple[str, str]]:
-    """(network/layer, spec) of the models suite, checked to span the issue's op classes with at
-    least half the workloads not round."""
+def models_suite() -> list[tuple[str, tt.Workload]]:
+    """(network/layer, workload) of the models suite, checked to span the issue's op classes with
+    at least half the workloads not round. Each layer's parameters are constant, as in a deployed
+    network (`zoo.Layer.workload`): our kernels pack weights once, ONNX Runtime gets them as
+    initializers and packs them once too."""
     layers = zoo.by_key()
-    rows = [(key, layers[key].spec) for key in MODELS]
-    workloads = [tt.workload(spec) for _, spec in rows]
+    rows = [(key, layers[key].workload()) for key in MODELS]
+    workloads = [wl for _, wl in rows]
     missing = set(OP_CLASSES) - {op_class(wl) for wl in workloads}
     unround = sum(not is_round(wl) for wl in workloads)
     if len(rows) < 40 or missing or 2 * unround < len(rows):
@@ -175,7 +177,10 @@ def models_suite() -> list[tuple[str, str]]:
     return rows
 
 
-SUITES = {"standard": lambda: [(spec, spec) for spec in SUITE], "models": models_suite}
+SUITES = {
+    "standard": lambda: [(spec, tt.workload(spec)) for spec in SUITE],
+    "models": models_suite,
+}
 # Issue 3's bars: (what we are compared with, the fraction of it we must reach).
 BARS = {
     "matmul:M=1024,N=1024,K=1024": ("best peer", 0.9),
@@ -239,20 +244,19 @@ def wide_header(header: str, width: int) -> str:
     return line + "\n" + "-" * len(line)
 
 
-def check_defaults(rows: list[tuple[str, str]], target: tt.Target) -> list[str]:
+def check_defaults(rows: list[tuple[str, tt.Workload]], target: tt.Target) -> list[str]:
     """Compile each workload's design-space default and check it against NumPy; the failures."""
     failures = []
-    for label, spec in rows:
-        wl = tt.workload(spec)
+    for label, wl in rows:
         try:
             space = design_space(wl, target)
             kernel = tt.compile(wl, schedule=space.schedule(space.default), target=target)
             inputs = wl.random_inputs(0)
-            common.check(label, kernel(*inputs), wl.reference(inputs))
+            common.check(label, kernel(*common.feeds(kernel, wl, inputs)), wl.reference(inputs))
             status = "ok"
         except (tt.TensorTuneError, SystemExit) as err:
             status = f"FAILED: {type(err).__name__}: {err}"
-            failures.append(f"{label} ({spec}): {status}")
+            failures.append(f"{label} ({wl.name}): {status}")
         print(f"{label:60s} {status}", flush=True)
     return failures
 
@@ -276,7 +280,7 @@ def main() -> None:
     target = tt.Target.detect(num_threads=args.threads)
     cpu = f"cpu: {target.name} ({target.isa}, {target.vector_bits}-bit vectors)"
     print(f"{cpu}   target: {target}   numpy: {common.openblas_info()}", flush=True)
-    rows = [(label, s) for label, s in SUITES[args.suite]() if args.only in label + s]
+    rows = [(label, wl) for label, wl in SUITES[args.suite]() if args.only in label + wl.name]
     if args.check_defaults:
         failures = check_defaults(rows, target)
         print(f"\n{len(rows) - len(failures)} of {len(rows)} defaults build and are correct")
@@ -284,7 +288,7 @@ def main() -> None:
         raise SystemExit(1 if failures else 0)
     bars = MODEL_BARS if args.suite == "models" else BARS
     peer_names = ["numpy", "pytorch", "onnxruntime"]
-    specs = [s for _, s in rows]
+    specs = [wl.name for _, wl in rows]
     gbs = None
     if any(bar_for(s, bars) and bar_for(s, bars)[0] == "bandwidth bound" for s in specs):
         gbs = triad_gbs(target)
@@ -294,11 +298,11 @@ def main() -> None:
     if gbs:
         lines.insert(1, f"memory bandwidth (STREAM triad): {gbs:.1f} GB/s")
     if args.suite != "standard":
-        legend = [f"  {label} = {spec}" for label, spec in rows]
+        legend = [f"  {label} = {wl.name}" for label, wl in rows]
         print("\n".join(["workloads:", *legend]), flush=True)
     ratios = []
-    for label, spec in rows:
-        wl = tt.workload(spec)
+    for label, wl in rows:
+        spec = wl.name
         res = tt.tune(
             wl,
             trials=args.trials,
@@ -309,10 +313,11 @@ def main() -> None:
         )
         kernel = tt.compile(wl, target=target, db=args.db)
         inputs = wl.random_inputs(0)
-        out = kernel(*inputs)
+        feeds = common.feeds(kernel, wl, inputs)  # weights packed here, once, when constant
+        out = kernel(*feeds)
         common.check(spec, out, wl.reference(inputs))
         contenders = [
-            common.Contender("ours", lambda: None, common.kernel_timer(kernel, [*inputs, out]))
+            common.Contender("ours", lambda: None, common.kernel_timer(kernel, [*feeds, out]))
         ]
         peers = peers_for(wl, inputs, args.threads)
         for name, fn in peers.items():

@@ -16,7 +16,7 @@ A wrong pointer is a segfault, not an exception, so every array is checked befor
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -151,6 +151,32 @@ class Kernel:
         if status != 0:
             raise TensorTuneError(f"kernel {self.name!r} returned error status {status}")
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def feeds(
+        self,
+        values: Mapping[str, np.ndarray],
+        allocate: Callable[[ArgSpec], np.ndarray] | None = None,
+    ) -> list[np.ndarray]:
+        """This kernel's inputs, taken by name from `values` (its workload's inputs). For a kernel
+        split at its constants the prepack runs here, once, into buffers from `allocate`
+        (uninitialised and aligned by default), and the packed buffers take the weights' places:
+        ``kernel(*kernel.feeds(values))`` then runs the per-call part alone."""
+        produced: dict[str, np.ndarray] = {}
+        if self.prepack is not None:
+            make = allocate or (lambda spec: empty(spec.shape, spec.dtype))
+            packed = tuple(make(spec) for spec in self.prepack.outputs)
+            self.prepack(*(self.prepack._value(values, s) for s in self.prepack.inputs), out=packed)
+            produced = {spec.name: a for spec, a in zip(self.prepack.outputs, packed, strict=True)}
+        return [
+            produced[spec.name] if spec.name in produced else self._value(values, spec)
+            for spec in self.inputs
+        ]
+
+    def _value(self, values: Mapping[str, np.ndarray], spec: ArgSpec) -> np.ndarray:
+        if spec.name not in values:
+            known = ", ".join(values) or "none"
+            raise KernelArgumentError(f"{self._where(spec)}: no input of that name among {known}")
+        return values[spec.name]
 
     def __repr__(self) -> str:
         signature = ", ".join(f"{arg.name}: {arg.describe()}" for arg in self.args)

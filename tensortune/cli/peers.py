@@ -145,6 +145,7 @@ def _torch(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) -> Pee
 
 def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) -> Peer | None:
     import onnx
+    import onnx.numpy_helper
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
@@ -169,6 +170,9 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
     else:
         return None
     names = [f"in{i}" for i in range(len(inputs))]
+    # the workload's constants (weights) are initializers, which ONNX Runtime packs once, as
+    # tensortune's kernel does with them
+    fixed = {f"in{i}" for i, t in enumerate(wl.inputs) if t.name in wl.constants}
     floats = TensorProto.FLOAT
     graph = helper.make_graph(
         [helper.make_node(node, names, ["out"], **attrs)],
@@ -176,8 +180,14 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
         [
             helper.make_tensor_value_info(n, floats, list(x.shape))
             for n, x in zip(names, inputs, strict=True)
+            if n not in fixed
         ],
         [helper.make_tensor_value_info("out", floats, list(wl.outputs[0].shape))],
+        [
+            onnx.numpy_helper.from_array(x, n)
+            for n, x in zip(names, inputs, strict=True)
+            if n in fixed
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -187,5 +197,5 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    feed = dict(zip(names, inputs, strict=True))
+    feed = {n: x for n, x in zip(names, inputs, strict=True) if n not in fixed}
     return lambda: session.run(None, feed)[0]

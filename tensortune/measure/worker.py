@@ -88,14 +88,11 @@ def _load(entry: dict[str, Any], args: list[ArgSpec]) -> Kernel:
 
 def _feeds(kernel: Kernel, entry: dict[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The kernel's inputs: the job's as they are, or, for a kernel split at its constants,
-    taken by name with the packed buffers its prepack fills from them (run here, once)."""
+    taken by name with the packed buffers its prepack fills from them (run here, once, into
+    poisoned buffers: a prepack that leaves part unwritten fails the check)."""
     if kernel.prepack is None:
         return inputs
-    values = dict(zip(entry["prepack"]["inputs"], inputs, strict=True))
-    packed = tuple(_poisoned(spec) for spec in kernel.prepack.outputs)
-    kernel.prepack(*(values[spec.name] for spec in kernel.prepack.inputs), out=packed)
-    values.update((spec.name, a) for spec, a in zip(kernel.prepack.outputs, packed, strict=True))
-    return [values[spec.name] for spec in kernel.inputs]
+    return kernel.feeds(dict(zip(entry["prepack"]["inputs"], inputs, strict=True)), _poisoned)
 
 
 def _time_paired(

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from . import Workload, workload
 from .cnn_networks import CNN_NETWORKS
 from .sequence_networks import SEQUENCE_NETWORKS
 
@@ -24,6 +25,15 @@ class Layer:
     family: str
     name: str
     spec: str
+
+    def workload(self) -> Workload:
+        """The layer's workload with its parameters constant, as in a deployed network: every
+        input after the first (weights, bias, a norm's scale and shift) but for a batched
+        product's, whose operands are both activations (attention, feature interactions)."""
+        wl = workload(self.spec)
+        if wl.op == "batch_matmul":
+            return wl
+        return wl.with_constants(t.name for t in wl.inputs[1:])
 
 
 def _family(name: str, rows: Iterable[tuple[str, str]]) -> tuple[Layer, ...]:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensortune.backend import backend_for
+from tensortune.errors import KernelArgumentError
 from tensortune.pipeline import compile
 from tensortune.space.registry import design_space
 from tensortune.workload import workload
@@ -96,3 +98,19 @@ def test_without_constants_the_source_is_unchanged(target):
     assert "prepack" not in source
     with_weights, _ = backend.generate_prepacked(sch, "conv2d", ("W",))
     assert "constant inputs: W" in with_weights  # the header says what was fixed
+
+
+def test_feeds_take_inputs_by_name_and_run_the_prepack_once(target):
+    wl, kernel, plain = _compile_both("dense:M=20,N=33,K=17", {"pack_b": True}, "W", target)
+    x, w = wl.random_inputs(seed=1)
+    feeds = kernel.feeds({"W": w, "X": x})
+    assert [a.shape for a in feeds] == [spec.shape for spec in kernel.inputs]
+    assert feeds[0] is x and feeds[1] is not w  # the packed copy takes the weights' place
+    np.testing.assert_array_equal(kernel(*feeds), plain(x, w))
+    assert all(a is b for a, b in zip(plain.feeds({"W": w, "X": x}), (x, w), strict=True))
+
+
+def test_feeds_name_a_missing_input(target):
+    _, kernel, _ = _compile_both("dense:M=20,N=33,K=17", {"pack_b": True}, "W", target)
+    with pytest.raises(KernelArgumentError, match=r"argument 'W' .* among X"):
+        kernel.feeds({"X": np.zeros((20, 17), np.float32)})

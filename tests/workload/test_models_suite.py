@@ -30,8 +30,8 @@ def test_models_suite_spans_every_op_class_with_unround_shapes(tune_suite):
     labels = [label for label, _ in rows]
     assert len(set(labels)) == len(labels)
     keyed = zoo.by_key()
-    assert all(keyed[label].spec == spec for label, spec in rows), "a row is not its zoo layer"
-    workloads = [tt.workload(spec) for _, spec in rows]
+    assert all(keyed[label].workload() == wl for label, wl in rows), "a row is not its zoo layer"
+    workloads = [wl for _, wl in rows]
     assert set(tune_suite.OP_CLASSES) <= {tune_suite.op_class(wl) for wl in workloads}
     assert 2 * sum(not tune_suite.is_round(wl) for wl in workloads) >= len(rows)
 
@@ -44,7 +44,19 @@ def test_the_suite_check_rejects_a_suite_without_some_op_class(tune_suite, monke
 
 
 def test_standard_suite_rows_are_labelled_by_their_specs(tune_suite):
-    assert tune_suite.SUITES["standard"]() == [(spec, spec) for spec in tune_suite.SUITE]
+    rows = tune_suite.SUITES["standard"]()
+    assert rows == [(spec, tt.workload(spec)) for spec in tune_suite.SUITE]
+    assert not any(wl.constants for _, wl in rows)
+
+
+def test_models_suite_layers_keep_their_weights_constant(tune_suite):
+    rows = dict(tune_suite.models_suite())
+    assert rows["resnet50/fc"].constants == ("W",)
+    assert rows["gpt2_small/h.0.mlp.c_fc@decode257"].constants == ("B", "bias")
+    assert rows["vit_b16/encoder.layers.encoder_layer_0.mlp.3"].constants == ("W",)
+    assert rows["vit_b16/encoder.layers.encoder_layer_0.self_attention.softmax"].constants == ()
+    attention = "vit_b16/encoder.layers.encoder_layer_0.self_attention.matmul(q,k^T)"
+    assert rows[attention].constants == ()  # both operands are activations
 
 
 def test_models_bars_apply_to_every_row_and_attention_against_pytorch(tune_suite):
