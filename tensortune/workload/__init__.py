@@ -171,6 +171,8 @@ def workload(spec: str) -> Workload:
             matmul, batch_matmul, dense and conv2d take ``epilogue=bias+relu|bias+gelu|relu``;
             a ``bias+`` epilogue adds a last input, one value per output channel or column.
 
+            A name made by ``with_constants`` parses back: ``dense:M=1,N=1000,K=2048|constants=W``.
+
     Returns:
         The ``Workload``; its ``name`` is canonical (every key, defaults filled in, fixed
         order), so any spelling of the same program gets the same database key.
@@ -185,6 +187,9 @@ def workload(spec: str) -> Workload:
     """
     if not isinstance(spec, str):
         raise SpecError(f"a workload spec must be a string, got {type(spec).__name__}")
+    spec, mark, constants = spec.partition(CONSTANTS_MARK)
+    if mark:
+        return workload(spec).with_constants(n.strip() for n in constants.split(","))
     head, _, body = spec.partition(":")
     op = _OPS.get(head.strip().lower())
     if op is None:

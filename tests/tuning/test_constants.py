@@ -91,3 +91,16 @@ def test_tuned_records_are_keyed_by_the_constants_and_compile_uses_them(target, 
     packed = kernel.prepack(w)
     got = kernel(x, *(packed if isinstance(packed, tuple) else (packed,)))
     np.testing.assert_allclose(got, wl.reference([x, w]), rtol=1e-4, atol=1e-4)
+
+
+def test_a_fleet_node_builds_the_workload_with_its_constants_from_its_name(packed_space):
+    """Nodes get the workload by name; its constants are part of it."""
+    from tensortune.tuning.measuring import FleetWorker
+
+    wl = packed_space.workload
+    node = FleetWorker(wl.name, packed_space.name, timeout=30.0, seed=0)
+    try:
+        reply = node({"config": packed_space.default, "threshold": 1.0})
+    finally:
+        node.close()
+    assert reply["result"]["error_kind"] is None, reply["result"]

@@ -32,3 +32,11 @@ def test_constants_join_the_name_in_input_order():
 def test_an_unknown_constant_is_refused():
     with pytest.raises(SpecError, match=r"constants \['Q'\] are not inputs"):
         tt.workload(SPEC).with_constants(["Q"])
+
+
+def test_a_name_with_constants_parses_back_to_the_same_workload():
+    wl = tt.workload("matmul:M=1,N=3072,K=768,epilogue=bias+gelu").with_constants(["bias", "B"])
+    again = tt.workload(wl.name)
+    assert again == wl and again.constants == ("B", "bias")
+    with pytest.raises(SpecError, match=r"constants \['Q'\] are not inputs \(inputs: X, W\)"):
+        tt.workload(f"dense:M=1,N=2,K=3{CONSTANTS_MARK}Q")
