@@ -1,12 +1,13 @@
 """What the generated C costs to compile, before and after a change to the compiler.
 
 For the design-space default and a few seeded sample configs of each standard-suite workload,
-prints the lines of C each candidate generates and the gcc wall time to build it, for the code
-of commit ``--before`` (checked out in a git worktree and run in a subprocess) and for this
-checkout, with their ratios. No tuning database is needed. The target is pinned (AVX2, two
-threads, fixed caches) so the numbers do not depend on this CPU.
+and with ``--db`` for the best config a tuning database holds for it, prints the lines of C each
+candidate generates and the gcc wall time to build it, for the code of commit ``--before``
+(checked out in a git worktree and run in a subprocess) and for this checkout, with their
+ratios. The target is pinned (``--isa``, two threads, fixed caches) so the numbers do not
+depend on this CPU; the best configs are those tuned for that ISA at two threads.
 
-    python benchmarks/compile_cost.py --before 1260d1c --samples 2
+    python benchmarks/compile_cost.py --before 1260d1c --samples 2 [--db suite.db --isa avx512]
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 START_COMMIT = "1260d1ce874c2b840b45ef7d4f455cbd5e6e3a5c"  # before issue 13's codegen passes
-CFLAGS = ("-O3", "-std=gnu11", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared")
+CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fPIC", "-shared")
+ISA_FLAGS = {  # fixed spellings, so the figures do not depend on this CPU
+    "avx2": ("-mavx2", "-mfma"),
+    "avx512": ("-march=x86-64-v4", "-mprefer-vector-width=512"),
+}
 
 # Run inside either tree: read [[spec, config], ...] on stdin, write one C file per candidate.
 WORKER = r"""
@@ -36,7 +41,7 @@ try:
     from tensortune.target import Target
 except ImportError:
     from tensortune.target.target import Target
-target = dataclasses.replace(Target.cross("avx2", num_threads=2), name="pinned",
+target = dataclasses.replace(Target.cross(sys.argv[2], num_threads=2), name="pinned",
     l1d_bytes=32768, l2_bytes=1048576, l3_bytes=33554432)
 out = []
 for n, (spec, config) in enumerate(json.load(sys.stdin)):
@@ -59,7 +64,7 @@ import numpy as np
 import tensortune as tt
 from tensortune.space.registry import design_space
 from tensortune.target import Target
-target = dataclasses.replace(Target.cross("avx2", num_threads=2), name="pinned",
+target = dataclasses.replace(Target.cross(sys.argv[1], num_threads=2), name="pinned",
     l1d_bytes=32768, l2_bytes=1048576, l3_bytes=33554432)
 specs, samples, seed = json.load(sys.stdin)
 out = []
@@ -86,14 +91,15 @@ def run_python(code: str, tree: Path, stdin: object, *args: str) -> object:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def gcc_seconds(path: str, repeat: int) -> float:
+def gcc_seconds(path: str, repeat: int, isa: str) -> float:
     """Median wall time of building ``path`` into a shared library."""
     cc = os.environ.get("CC", "gcc")
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeat):
             t0 = time.perf_counter()
-            subprocess.run([cc, *CFLAGS, path, "-o", f"{tmp}/k.so", "-lm"], check=True)
+            command = [cc, *CFLAGS, *ISA_FLAGS[isa], path, "-o", f"{tmp}/k.so", "-lm"]
+            subprocess.run(command, check=True)
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -105,6 +111,22 @@ def c_lines(path: str) -> int:
     return text[start:].count("\n") if start >= 0 else text.count("\n")
 
 
+def best_configs(specs: list[str], db_path: str, target_key: str) -> list[list]:
+    """[spec, "best", config] for each spec the database holds a best config of."""
+    import tensortune as tt
+    from tensortune.database import open_database
+
+    found = []
+    with open_database(db_path) as db:
+        for spec in specs:
+            best = db.best(tt.workload(spec).name, target_key)
+            if best is None:
+                print(f"{spec}: no record for {target_key} in {db_path}")
+            else:
+                found.append([spec, "best", dict(best.config)])
+    return found
+
+
 def main() -> None:
     from tune_suite import SUITE
 
@@ -114,6 +136,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="gcc runs per candidate (median)")
     ap.add_argument("--only", default="", help="only workloads whose spec contains this")
+    ap.add_argument("--isa", default="avx2", choices=sorted(ISA_FLAGS), help="pinned ISA level")
+    ap.add_argument("--db", help="also each workload's best config tuned for --isa at 2 threads")
     args = ap.parse_args()
     specs = [s for s in SUITE if args.only in s]
     worktree = Path(tempfile.gettempdir()) / "cc_before"
@@ -124,11 +148,13 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-    candidates = run_python(SAMPLE, ROOT, [specs, args.samples, args.seed])
+    candidates = run_python(SAMPLE, ROOT, [specs, args.samples, args.seed], args.isa)
+    if args.db:
+        candidates += best_configs(specs, args.db, f"{args.isa}-2t")
     jobs = [[spec, config] for spec, _, config in candidates]
     with tempfile.TemporaryDirectory() as d_before, tempfile.TemporaryDirectory() as d_after:
-        before = run_python(WORKER, worktree, jobs, d_before)
-        after = run_python(WORKER, ROOT, jobs, d_after)
+        before = run_python(WORKER, worktree, jobs, d_before, args.isa)
+        after = run_python(WORKER, ROOT, jobs, d_after, args.isa)
         head = f"{'workload':44} {'config':8} {'lines':>13} {'ratio':>6} {'gcc s':>13} {'ratio':>6}"
         print(head)
         sums = [0, 0, 0.0, 0.0]
@@ -137,7 +163,8 @@ def main() -> None:
                 print(f"{spec:44} {label:8} skipped: {b.get('error') or a.get('error')}")
                 continue
             lb, la = c_lines(b["path"]), c_lines(a["path"])
-            tb, ta = gcc_seconds(b["path"], args.repeat), gcc_seconds(a["path"], args.repeat)
+            tb = gcc_seconds(b["path"], args.repeat, args.isa)
+            ta = gcc_seconds(a["path"], args.repeat, args.isa)
             sums = [sums[0] + lb, sums[1] + la, sums[2] + tb, sums[3] + ta]
             print(
                 f"{spec:44} {label:8} {lb:>6}→{la:<6} {la / lb:6.2f} "
