@@ -109,7 +109,7 @@ def print_tune_summary(out: Any, result: Any, location: str, strategy: str) -> N
         out.print(f"  config:    {esc(fmt_config(result.best_config))}", soft_wrap=True)
     if result.ratio_to_default is not None:
         interval = result.ratio_interval
-        within = f" (final: {interval[0]:.3f} to {interval[1]:.3f})" if interval else ""
+        within = f" (re-measured: {interval[0]:.3f} to {interval[1]:.3f})" if interval else ""
         out.print(
             f"  vs default: {result.ratio_to_default:.3f} of the template default's time, "
             f"timed side by side{within}"

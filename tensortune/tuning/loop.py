@@ -233,7 +233,7 @@ def tune(
         nodes = tuple(on_fleet.report()) if on_fleet is not None else ()
     seconds = time.perf_counter() - session.start
     best_rec = next(iter(_valid_top(session, ds, 1)), None)
-    margin = session.final.get(best_rec.config_key) if best_rec is not None else None
+    margins = session.final.get(best_rec.config_key, []) if best_rec is not None else []
     if database is not db:  # a Database the caller passed in stays open for the caller
         database.close()
     return TuneResult(
@@ -247,7 +247,7 @@ def tune(
         tuning_seconds=seconds,
         errors_by_kind=dict(state.errors_by_kind),
         ratio_to_default=best_rec.ratio if best_rec is not None else None,
-        ratio_interval=_interval(margin),
+        ratio_interval=_interval(margins),
         disturbed_rounds=state.disturbed,
         busy_rounds=state.busy,
         stop_reason=stop,
@@ -256,11 +256,14 @@ def tune(
     )
 
 
-def _interval(margin: MeasureResult | None) -> tuple[float, float] | None:
-    """The winner's ratio interval in its last re-measurement, when it has one."""
-    if margin is None or margin.ratio_low is None or margin.ratio_high is None:
-        return None
-    return (margin.ratio_low, margin.ratio_high)
+def _interval(margins: list[MeasureResult]) -> tuple[float, float] | None:
+    """From the lowest to the highest end of the winner's ratio intervals over its
+    re-measurements in this run, when it has any: the spread its ratio (their median with its
+    trial's) was drawn from, not only the last draw's."""
+    ends = [(m.ratio_low, m.ratio_high) for m in margins]
+    lows = [low for low, _ in ends if low is not None]
+    highs = [high for _, high in ends if high is not None]
+    return (min(lows), max(highs)) if lows and highs else None
 
 
 def _model_option(strategy: str, model: str | CostModel | None) -> dict[str, Any]:

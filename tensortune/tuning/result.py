@@ -45,7 +45,8 @@ class TuneResult:
     ratio_to_default: float | None = None
     """The winner's median time relative to the template default, timed side by side."""
     ratio_interval: tuple[float, float] | None = None
-    """Confidence interval of that ratio in the final re-measurement."""
+    """From the lowest to the highest end of that ratio's confidence intervals over the winner's
+    re-measurements in this run."""
     disturbed_rounds: int = 0
     """Timing rounds the host disturbed (steal, run-queue wait) and that were timed again."""
     busy_rounds: int = 0

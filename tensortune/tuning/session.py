@@ -73,8 +73,8 @@ class Session:
     start: float = field(default_factory=time.perf_counter)
     known: set[str] = field(default_factory=set)
     """config_keys of the records this run has committed or been told of."""
-    final: dict[str, MeasureResult] = field(default_factory=dict)
-    """The last re-measurement of each finalist, by config key."""
+    final: dict[str, list[MeasureResult]] = field(default_factory=dict)
+    """Each finalist's re-measurements in this run, by config key."""
 
     def count(self, seconds: float | None, error: str | None, score: float) -> None:
         st = self.state
@@ -93,7 +93,7 @@ class Session:
         self.state.disturbed += res.disturbed
         self.state.busy += res.filtered
         if confirm:
-            self.final[canonical_json(config)] = res
+            self.final.setdefault(canonical_json(config), []).append(res)
         else:
             self.count(res.seconds, res.error_kind, cost(res))
         rec = record_of(

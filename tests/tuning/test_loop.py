@@ -290,6 +290,11 @@ def test_candidates_are_timed_beside_the_default_which_is_always_a_finalist(tmp_
     assert best is not None and best.ratio <= default_ratios[len(default_ratios) // 2]
     assert result.ratio_to_default == best.ratio
     assert result.best_seconds == best.seconds
+    # the interval spans every re-measurement of the winner, not only the last one's
+    remeasured = [r.ratio for r in finals if r.config == best.config]
+    assert result.ratio_interval is not None and remeasured
+    low, high = result.ratio_interval
+    assert low <= min(remeasured) and max(remeasured) <= high
 
 
 def test_help_documents_every_argument_the_result_and_the_errors() -> None:
