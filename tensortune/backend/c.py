@@ -93,7 +93,9 @@ class CBackend:
     ) -> tuple[str, Prepacked]:
         """``generate`` with the inputs named in ``constants`` fixed: the stages computed from
         them alone print as ``<name>_prepack``, run once (`lower.prepack`)."""
-        program = lower_prepacked(sch, name, self.target.num_threads, constants)
+        program = lower_prepacked(
+            sch, name, self.target.num_threads, constants, masked=self.target.masked_vectors
+        )
         steps = "\n".join(f"  {s['primitive']}({_args(s['args'])})" for s in sch.trace)
         header = f"kernel {name} for target {self.target}\nschedule:\n{steps or '  (none)'}"
         if constants:

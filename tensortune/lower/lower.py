@@ -31,35 +31,43 @@ from .unswitch import prune, unswitch
 from .vectorize import vectorize
 
 
-def run_passes(func: PrimFunc) -> PrimFunc:
-    """``func`` after every lowering pass: the program as it will run."""
+def run_passes(func: PrimFunc, masked: bool = True) -> PrimFunc:
+    """``func`` after every lowering pass: the program as it will run. ``masked``: the target
+    has masked vector loads and stores, so a vector tail runs as one masked operation (else as
+    scalar code, see ``vectorize``)."""
     body = parallel_loops(func.body, func.num_threads)
     body = unroll(body)
     body = unswitch(body)
-    body = vectorize(body)
+    body = vectorize(body, masked)
     body = unroll(body)
     body = prune(body)
     body = promote_registers(body)
     return replace(func, body=body)
 
 
-def lower(sch: Schedule, name: str = "kernel", num_threads: int = 1) -> PrimFunc:
+def lower(
+    sch: Schedule, name: str = "kernel", num_threads: int = 1, masked: bool = True
+) -> PrimFunc:
     """Lower a schedule into one PrimFunc named ``name`` (inputs, then outputs, as parameters):
     the final program, which ``generate_c`` prints statement for statement."""
-    return run_passes(build_nest(sch, name, num_threads))
+    return run_passes(build_nest(sch, name, num_threads), masked)
 
 
 def lower_prepacked(
-    sch: Schedule, name: str = "kernel", num_threads: int = 1, constants: Collection[str] = ()
+    sch: Schedule,
+    name: str = "kernel",
+    num_threads: int = 1,
+    constants: Collection[str] = (),
+    masked: bool = True,
 ) -> Prepacked:
     """Lower a schedule whose inputs named in ``constants`` never change between calls: the
     stages computed from them alone become ``<name>_prepack``, run once (see ``prepack``).
     Without constants the kernel is exactly ``lower``'s."""
     constants = check_constants(sch, constants)
     if not constants:
-        return Prepacked(lower(sch, name, num_threads))
+        return Prepacked(lower(sch, name, num_threads, masked))
     sch = root_constant_stages(sch, constants)
     split = split_constants(build_nest(sch, name, num_threads), constants)
     if split.prepack is None:
-        return Prepacked(run_passes(split.run))
-    return Prepacked(run_passes(split.run), run_passes(split.prepack))
+        return Prepacked(run_passes(split.run, masked))
+    return Prepacked(run_passes(split.run, masked), run_passes(split.prepack, masked))

@@ -78,7 +78,8 @@ def norm_space(wl: Workload, target: Target) -> DesignSpace:
         return s
 
     default = {
-        "rows_per_block": knobs[0].choices[-1],
+        # one thread: blocks change nothing (see "blocks_matter"), so their representative
+        "rows_per_block": knobs[0].choices[-1] if target.num_threads > 1 else 1,
         "parallel": target.num_threads > 1,
         "lanes": knobs[2].choices[-1],
         "stats_at": "row",

@@ -216,6 +216,11 @@ class Target:
         return arch_of(self.isa).vector_registers[self.isa]
 
     @property
+    def masked_vectors(self) -> bool:
+        """Whether a vector tail can run as one masked operation (see `Arch.masked_isas`)."""
+        return self.isa in arch_of(self.isa).masked_isas
+
+    @property
     def is_native(self) -> bool:
         """Whether this host's architecture runs the target's code (its kernels can be loaded
         here; an x86 level this CPU lacks still loads, but must not be called)."""

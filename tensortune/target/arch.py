@@ -39,6 +39,9 @@ class Arch:
     """Where the emulator finds this architecture's libc, libgomp and dynamic loader."""
     emulator_install: str = "apt-get install qemu-user"
     """How to get the emulator, for the error that says none was found."""
+    masked_isas: frozenset[str] = frozenset()
+    """Levels with masked vector loads and stores that never touch a masked-off lane's memory:
+    a vector tail runs as one masked operation there, as scalar code elsewhere."""
 
     def __post_init__(self) -> None:
         # a level missing from a table fails here, at import, not deep inside a build

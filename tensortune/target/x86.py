@@ -70,4 +70,5 @@ X86_64 = Arch(
     cross_install="apt-get install gcc-x86-64-linux-gnu",
     emulators=("qemu-x86_64", "qemu-x86_64-static"),
     sysroots=("/usr/x86_64-linux-gnu",),
+    masked_isas=frozenset({"avx512", "avx2"}),  # AVX-512 mask registers, AVX vmaskmov
 )

@@ -103,3 +103,14 @@ def test_default_and_sampled_configs_of_real_shapes_lower(spec: str, isa: str) -
     ds = design_space(tt.workload(spec), target)
     for config in [ds.default, *ds.space.sample(np.random.default_rng(1), 12)]:
         build_source(ds.schedule(config), "kernel", target)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "sse4", "neon"])
+def test_every_default_is_a_config_of_its_space_on_every_target(isa: str, threads: int) -> None:
+    """The default is what an untuned compile builds: on a one-thread target too (the norm
+    space's default once broke its own constraint there, so `tt.compile` of a softmax failed)."""
+    target = tt.Target.cross(isa, num_threads=threads)
+    for spec in SPECS:
+        ds = design_space(tt.workload(spec), target)
+        ds.space.validate(ds.default)
