@@ -53,6 +53,10 @@ class RecordWarning(UserWarning):
     """A tuning record failed validation and was skipped (a database is shared, untrusted data)."""
 
 
+class MeasurementWarning(UserWarning):
+    """A run measures less reliably than it should (candidates timed without a reference)."""
+
+
 class MissingDependency(TensorTuneError, ImportError):
     """An optional package a feature needs is not installed (the message says how to get it)."""
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import TensorTuneError
+from ..errors import MeasurementWarning, TensorTuneError
 from ..fleet import Fleet
 from ..measure.builder import build_candidates
 from ..measure.result import MeasureResult
@@ -152,14 +153,32 @@ def _baseline(
     """The template default's kernel, which every candidate is timed beside (paired timing).
 
     It is run once on its own first: a default that does not build, crashes or computes
-    wrong results cannot be a reference, and the run then times candidates alone."""
+    wrong results cannot be a reference, and the run then times candidates alone, with a
+    warning that says why. A timeout is tried once more first: a host that stalled the worker
+    for seconds (a neighbour's burst) is no reason to give up paired timing for a whole run."""
     prepared = prepare(ds, ds.default, target)
     if isinstance(prepared, TensorTuneError):
+        _unpaired(ds, f"its default config does not schedule: {prepared}")
         return None
     _, job, entry = prepared
     (library,) = build_candidates([job], target)
     if isinstance(library, Exception):
+        _unpaired(ds, f"its default config does not build: {library}")
         return None
     request = entry.request(library, inputs, reference)
     (checked,) = runner.run([request])
-    return request if checked.ok else None
+    if checked.error_kind == "timeout":
+        (checked,) = runner.run([request])
+    if not checked.ok:
+        _unpaired(ds, f"its default kernel failed ({checked.error_kind}: {checked.error_msg})")
+        return None
+    return request
+
+
+def _unpaired(ds: DesignSpace, why: str) -> None:
+    warnings.warn(
+        f"{ds.workload.name}: candidates are timed alone, not beside the template default, "
+        f"because {why}; their times then carry the host's drift",
+        MeasurementWarning,
+        stacklevel=4,
+    )
