@@ -1,7 +1,7 @@
 """How well cost models trained on the dataset rank configs of networks they never saw.
 
     python benchmarks/cost_model_eval.py [data/dataset] [--models lgbm-rank,xgb-rank,random]
-                                         [--collect-held-out --max-seconds 600]
+                                         [--cv 5] [--collect-held-out --max-seconds 600]
 
 Trains each model on the records of the training families (and random shapes) and scores it on
 the records of the held-out families (``tensortune.dataset.HELD_OUT_FAMILIES``: every layer
@@ -18,6 +18,11 @@ over its workloads) and overall (mean over workloads weighted by their measured 
   exist;
 - a model trained on other CPU kinds' records evaluated on this host's, when the dataset holds
   more than one kind.
+
+``--cv K`` first prints grouped K-fold cross-validation over the *training* workloads (each fold
+holds out whole workloads, spread over op classes; ``--cv-by family`` whole training networks,
+as the held-out evaluation does): the figures to choose features and hyper-parameters by, so
+the held-out families are only ever reported on, never tuned on.
 
 Each figure names the CPU kinds its training and test records come from. With no held-out
 records in the dataset it says so; ``--collect-held-out`` then measures them first (into the
@@ -42,6 +47,7 @@ from tensortune.database import open_database
 from tensortune.database.record import canonical_json
 from tensortune.dataset import (
     HELD_OUT_FAMILIES,
+    TRAINING_FAMILIES,
     collect,
     collection_order,
     cpu_kind,
@@ -55,7 +61,9 @@ from tensortune.dataset import (
     target_of,
     training_records,
 )
+from tensortune.dataset.train import FeatureSet, pretrain_model
 from tensortune.space.registry import design_space
+from tensortune.workload.zoo import layers
 
 Records = list[dict[str, Any]]
 METRICS = ("pairwise_accuracy", "spearman", "top1_score", "top5_score")
@@ -121,6 +129,53 @@ def summarise(rows: dict[str, list[tuple[int, dict[str, float]]]]) -> dict[str, 
         **{k: mean(everything, k, True) for k in METRICS},
     }
     return {"per_class": per_class, "overall": overall}
+
+
+def cv_units(data: FeatureSet, by: str) -> list[str]:
+    """What each group's fold is decided by: its workload, or (``by="family"``) the network
+    family whose layer it is (a random shape, in no family, is a unit of its own), so the folds
+    hold out whole networks as the held-out evaluation does."""
+    family: dict[str, str] = {}
+    if by == "family":
+        for layer in layers(TRAINING_FAMILIES):
+            family.setdefault(tt.workload(layer.spec).name, layer.family)
+    return [family.get(group.key[0], group.key[0]) for group in data.info]
+
+
+def workload_folds(data: FeatureSet, k: int, by: str = "workload") -> np.ndarray:
+    """A fold per row: the units (``cv_units``) of each op class dealt round-robin over ``k``
+    folds (in name order, continuing from class to class), so every fold holds whole workloads
+    (or families) of most classes."""
+    units = cv_units(data, by)
+    first: dict[str, str] = {}
+    for unit, group in zip(units, data.info, strict=True):
+        first.setdefault(unit, group.op_class)
+    order = sorted(first, key=lambda u: (first[u], u))
+    fold = {unit: i % k for i, unit in enumerate(order)}
+    return np.array([fold[units[g]] for g in data.groups])
+
+
+def cross_validate(
+    name: str, data: FeatureSet, k: int, seed: int, by: str = "workload"
+) -> dict[str, Any]:
+    """Grouped ``k``-fold cross-validation of model ``name`` (``pretrain_model``) over ``data``:
+    every workload is scored by a model trained on the other folds' workloads (or families)."""
+    folds = workload_folds(data, k, by)
+    scores = np.full(len(data.costs), np.nan)
+    for f in range(k):
+        train, test = folds != f, folds == f
+        if train.any() and test.any():
+            model = pretrain_model(name, seed)
+            model.fit(data.features[train], data.costs[train], data.groups[train])
+            scores[test] = model.predict(data.features[test])
+    rows: dict[str, list[tuple[int, dict[str, float]]]] = {}
+    for gid, group in enumerate(data.info):
+        mask = data.groups == gid
+        if mask.sum() >= 2:
+            rows.setdefault(group.op_class, []).append(
+                (int(mask.sum()), group_metrics(scores[mask], data.costs[mask]))
+            )
+    return summarise(rows)
 
 
 def default_top1(test: Records) -> dict[str, Any]:
@@ -207,6 +262,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--restricted", default="threads=1", help="avx2 or threads=N")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--cv",
+        type=int,
+        default=0,
+        metavar="K",
+        help="first print grouped K-fold cross-validation over the training workloads",
+    )
+    ap.add_argument(
+        "--cv-by",
+        choices=("workload", "family"),
+        default="workload",
+        help="what each cross-validation fold holds out whole: workloads or network families",
+    )
+    ap.add_argument(
         "--collect-held-out",
         action="store_true",
         help="measure the held-out families first when the dataset has none",
@@ -246,6 +314,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"held-out families: {', '.join(HELD_OUT_FAMILIES)}; this host: "
         f"{cpu_kind(host.name, host.isa)}; {len(train)} training and {len(test)} test records"
     )
+    if args.cv > 1:
+        data = feature_set(groups_of(train), train)
+        for name in args.models.split(","):
+            show(
+                f"{name}: {args.cv}-fold cross-validation over the training workloads, "
+                f"grouped by {args.cv_by}",
+                cross_validate(name, data, args.cv, args.seed, args.cv_by),
+                None,
+                train,
+            )
     for name in args.models.split(","):
         model_figure(f"{name}: trained on the training families", name, train, test, args.seed)
     show(

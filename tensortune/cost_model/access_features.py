@@ -4,8 +4,8 @@ These complement ``LOOP_FEATURES`` with what a model needs to compare programs o
 templates and machines (TenSet/Ansor's per-buffer features, condensed to fixed length): the
 workload's size and arithmetic intensity, the arithmetic mix, how each access walks memory in
 the innermost loop, the bytes touched and their reuse at four loop levels, those working sets
-against L1/L2, and parallel chunks against threads. ``docs/cost_model_features.md`` lists every
-column with its unit.
+against L1/L2, and parallel chunks against threads. ``feature_docs`` lists every column
+with its unit.
 """
 
 from __future__ import annotations

@@ -9,13 +9,16 @@ So each config is scheduled and lowered (a few milliseconds, cached per config) 
 hottest store is described by a fixed-length vector. The register block around that store is
 its trailing unrolled and vectorized loops; where lowering has already unrolled them into copies
 of the store (the program as it runs), the copies in the same loops count as one block. The
-loop features are followed by per-access summaries and the target's own features: together
-they are ``TRANSFERABLE_FEATURES``, which mean the same for every template and machine, so a
-model trained on them (the pretrained prior) ranks configs of workloads it never saw. Within
-one run the knob encoding is appended (``LoopNestFeatures``) so nothing the IR cannot show
-(e.g. compiler flags) is lost; knobs mean nothing to another template, so they never enter the
-transferable set. Configs that fail to schedule or lower get NaN for every program feature,
-which tree models treat as missing. ``docs/cost_model_features.md`` documents every column.
+loop features are followed by per-access summaries, the compiler flags the kernel is built with,
+the same program features minus the template default's (the reference every candidate is timed
+beside, so "bigger than the default's" carries over between shapes where "bigger than 1 MB"
+does not) and the target's own features: together they are ``TRANSFERABLE_FEATURES``, which
+mean the same for every template and machine, so a model trained on them (the pretrained prior)
+ranks configs of workloads it never saw. Within one run the knob encoding is appended
+(``LoopNestFeatures``) so nothing the program cannot show is lost; knobs mean nothing to another
+template, so they never enter the transferable set. Configs that fail to schedule or lower get
+NaN for every program feature, which tree models treat as missing. ``feature_docs`` documents
+every column.
 """
 
 from __future__ import annotations
@@ -23,20 +26,24 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import TensorTuneError
 from ..ir.nodes import PrimFunc
 from ..lower import lower
+from ..schedule.annotations import OPT_LEVELS
 from ..space import Config
 from ..space.template import DesignSpace
 from .access_features import ACCESS_FEATURES, TARGET_FEATURES, access_features, target_features
-from .loop_nest import LOOP_FEATURES, _site_features, hottest_block, loop_nest_features
+from .loop_nest import LOOP_FEATURES, _log2, _site_features, hottest_block, loop_nest_features
 
 __all__ = [
     "ACCESS_FEATURES",
+    "BUILD_FEATURES",
+    "DELTA_FEATURES",
     "LOOP_FEATURES",
     "PROGRAM_FEATURES",
     "TARGET_FEATURES",
@@ -47,20 +54,49 @@ __all__ = [
     "transferable_features",
 ]
 
+#: How the C compiler is asked to build the kernel (``Schedule.flags``, set by ``annotate``):
+#: the same flags, with the same effect, for every template, so they are program features, not
+#: knobs (one loop nest ran 2-3x apart at O2 and O3, or with and without an unroll pragma).
+BUILD_FEATURES: tuple[str, ...] = ("build_opt_level", "build_fast_math", "build_log_unroll")
+
 #: Features of the lowered program: NaN together when a config cannot be built.
-PROGRAM_FEATURES: tuple[str, ...] = LOOP_FEATURES + ACCESS_FEATURES
+PROGRAM_FEATURES: tuple[str, ...] = LOOP_FEATURES + ACCESS_FEATURES + BUILD_FEATURES
+
+#: Each program feature minus the template default's, for the same workload and target: how
+#: the candidate's program differs from the reference every measurement is timed beside. A value
+#: that means "large" for one shape and "small" for another (a working set, a trip count)
+#: becomes "larger or smaller than the default's", which carries over between shapes.
+DELTA_FEATURES: tuple[str, ...] = tuple(f"delta_{name}" for name in PROGRAM_FEATURES)
 
 #: Columns that mean the same for every template and target, in order: no knob encoding.
-TRANSFERABLE_FEATURES: tuple[str, ...] = PROGRAM_FEATURES + TARGET_FEATURES
+TRANSFERABLE_FEATURES: tuple[str, ...] = PROGRAM_FEATURES + DELTA_FEATURES + TARGET_FEATURES
 
 
-def program_features(func: PrimFunc, design: DesignSpace) -> np.ndarray:
-    """``PROGRAM_FEATURES`` of a lowered kernel (NaN for a kernel without stores)."""
+def build_features(flags: Mapping[str, Any]) -> list[float]:
+    """``BUILD_FEATURES`` of a schedule's code-generation flags (absent: the backend's -O3)."""
+    level = flags.get("opt_level", "O3")
+    unroll = flags.get("unroll_pragma", 1)
+    return [
+        float(OPT_LEVELS.index(level) + 1 if level != "Ofast" else 3),
+        float(bool(flags.get("fast_math")) or level == "Ofast"),
+        _log2(float(unroll)),
+    ]
+
+
+def program_features(
+    func: PrimFunc, design: DesignSpace, flags: Mapping[str, Any] | None = None
+) -> np.ndarray:
+    """``PROGRAM_FEATURES`` of a lowered kernel built with ``flags`` (``Schedule.flags``; none:
+    the defaults), NaN for a kernel without stores."""
     found = hottest_block(func)
     if found is None:
         return np.full(len(PROGRAM_FEATURES), np.nan)
     group, others = found
-    row = _site_features(group, others, func, design) + access_features(group, func, design)
+    row = (
+        _site_features(group, others, func, design)
+        + access_features(group, func, design)
+        + build_features(flags or {})
+    )
     return np.array(row, dtype=np.float64)
 
 
@@ -89,7 +125,7 @@ class LoopNestFeatures:
                 sch = self.design.schedule(config)
                 program = json.dumps(sch.trace, sort_keys=True, default=str)
                 func = lower(sch, num_threads=self.design.target.num_threads)
-                entry = (program_features(func, self.design), program)
+                entry = (program_features(func, self.design, sch.flags), program)
             except (TensorTuneError, ValueError):
                 entry = (np.full(len(PROGRAM_FEATURES), np.nan), key)
             self._cache[key] = entry
@@ -105,7 +141,8 @@ class LoopNestFeatures:
         rows = np.array([self._entry(c)[0] for c in configs]).reshape(
             len(configs), len(PROGRAM_FEATURES)
         )
-        return np.hstack([rows, np.tile(self._target, (len(configs), 1))])
+        default = self._entry(self.design.default)[0]
+        return np.hstack([rows, rows - default, np.tile(self._target, (len(configs), 1))])
 
     def __call__(self, configs: Sequence[Config]) -> np.ndarray:
         return np.hstack([self.transferable(configs), self.design.space.encode_batch(configs)])

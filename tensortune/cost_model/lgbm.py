@@ -35,7 +35,12 @@ class LGBMCostModel(CostModel):
 
     ``objective="regression"`` (default) fits that target with L2 loss; ``"rank"`` uses
     LambdaRank with one query per workload over integer relevance grades (the within-workload
-    rank percentile scaled to ``0..max_grade``). Regression is the default because it ranked
+    rank percentile scaled to ``0..max_grade``) whose gains grow linearly with the grade: with
+    LightGBM's default ``2**grade - 1`` gains only the top few grades weigh anything, and the
+    order of the rest, which a search also needs (pairwise accuracy), is all but ignored (grouped
+    cross-validation over the dataset's training workloads: pairwise 0.70 with exponential gains,
+    0.73 with linear ones). ``feature_fraction`` and ``bagging_fraction`` < 1 train each tree on a
+    random share of the columns and rows. Regression is the default because it ranked
     clearly better on our structured synthetic benchmark (pairwise accuracy 0.82 vs 0.70 at 32
     samples, 0.91 vs 0.84 at 200) and its scores are interpretable. Training is single-threaded
     so it never disturbs timing runs, and deterministic for a given ``seed``.
@@ -50,6 +55,8 @@ class LGBMCostModel(CostModel):
         num_leaves: int | None = None,
         learning_rate: float = 0.1,
         max_grade: int = 30,
+        feature_fraction: float = 1.0,
+        bagging_fraction: float = 1.0,
     ):
         super().__init__()
         if objective not in ("regression", "rank"):
@@ -63,6 +70,8 @@ class LGBMCostModel(CostModel):
         self.num_leaves = num_leaves
         self.learning_rate = learning_rate
         self.max_grade = max_grade
+        self.feature_fraction = feature_fraction
+        self.bagging_fraction = bagging_fraction
         self._booster: Any = None
 
     def _params(self, n_samples: int) -> tuple[dict[str, Any], int]:
@@ -75,6 +84,9 @@ class LGBMCostModel(CostModel):
             "min_data_in_leaf": 2 if small else 5,
             "min_data_in_bin": 1,
             "min_sum_hessian_in_leaf": 1e-6,
+            "feature_fraction": self.feature_fraction,
+            "bagging_fraction": self.bagging_fraction,
+            "bagging_freq": 1 if self.bagging_fraction < 1 else 0,
             "num_threads": 1,
             "seed": self.seed,
             "deterministic": True,
@@ -83,6 +95,7 @@ class LGBMCostModel(CostModel):
         }
         if self.objective == "rank":
             params["lambdarank_truncation_level"] = 64
+            params["label_gain"] = list(range(self.max_grade + 1))
         return params, self.n_estimators or (50 if small else 200)
 
     def _fit(self, features: np.ndarray, costs: np.ndarray, groups: np.ndarray) -> None:
@@ -121,6 +134,8 @@ class LGBMCostModel(CostModel):
             "num_leaves": self.num_leaves,
             "learning_rate": self.learning_rate,
             "max_grade": self.max_grade,
+            "feature_fraction": self.feature_fraction,
+            "bagging_fraction": self.bagging_fraction,
             "booster": None if self._booster is None else self._booster.model_to_string(),
         }
 

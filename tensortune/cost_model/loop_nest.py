@@ -27,42 +27,52 @@ OP_KINDS: dict[str, frozenset[str]] = {
 }
 _ARITH = frozenset().union(*OP_KINDS.values()) - {"call"}
 
-#: Loop-nest feature names, in column order (the knob encoding follows them).
+#: Loop-nest feature names, in column order (``feature_docs.LOOP`` says what each means).
 LOOP_FEATURES: tuple[str, ...] = (
-    "log_work_ratio",  # log2(arithmetic the nest performs / the workload's useful flops)
-    "log_exec",  # log2 executions of the hottest store (vector lanes counted once each)
+    "log_work_ratio",
+    "log_exec",
     "vector_lanes",
-    "log_block_size",  # log2 scalar iterations in the unrolled/vectorized register block
-    "accumulator_vectors",  # register-scope vectors the block keeps live
-    "fma_per_load",  # vector ops in the block per distinct non-register load
-    "vector_loads",  # distinct contiguous vector loads per block
-    "broadcasts",  # distinct loads that do not depend on the vector lane
-    "gathers",  # loads that move with the lane at a stride other than 1 or 2
-    "guards_in_block",  # guards between the hot serial loop and the store
+    "log_block_size",
+    "accumulator_vectors",
+    "fma_per_load",
+    "vector_loads",
+    "broadcasts",
+    "gathers",
+    "guards_in_block",
     "guards_total",
-    "log_hot_stride_max",  # log2 bytes between consecutive hot-loop iterations, worst access
+    "log_hot_stride_max",
     "log_hot_stride_min",
     "hot_loop_extent",
-    "log_l1_traffic_per_flop",  # log2 bytes refetched from L2 into L1 per useful flop
-    "log_l2_traffic_per_flop",  # log2 bytes refetched from memory into L2 per useful flop
-    "log_outer_trips",  # log2 trips of the loops around the hot serial loop
+    "log_l1_traffic_per_flop",
+    "log_l2_traffic_per_flop",
+    "log_outer_trips",
     "log_parallel_extent",
-    "parallel_imbalance",  # ceil(extent / threads) * threads / extent; threads when serial
+    "parallel_imbalance",
     "loop_depth",
     "n_stores",
-    "log_other_exec_ratio",  # log2 executions of every other store / the hottest one's
-    "log_temp_bytes",  # heap temporaries (e.g. a materialised pad)
+    "log_other_exec_ratio",
+    "log_temp_bytes",
+    "memory_stores",
+    "log_speedup",
+    "log_vector_ops_per_flop",
+    "log_memory_ops_per_flop",
 )
+
+#: Bytes in a cache line: what a cache moves, however few of them an access uses.
+LINE_BYTES = 64
 
 
 @dataclass(frozen=True)
 class _Access:
-    """One buffer access: element size, flat coefficient per loop variable, irregular vars."""
+    """One buffer access: element size, flat coefficient per loop variable, irregular vars,
+    and which buffer at which constant element offset (copies of an unrolled loop differ in it)."""
 
     scope: str
     itemsize: int
     coeffs: dict[Var, int]
     irregular: frozenset[Var]
+    buffer: str = ""
+    offset: int = 0
 
     def depends(self, var: Var) -> bool:
         return var in self.irregular or self.coeffs.get(var, 0) != 0
@@ -109,9 +119,10 @@ def _access(buffer, indices: Sequence[Expr]) -> _Access:
     """Flatten a row-major access into per-variable element strides."""
     coeffs: dict[Var, int] = {}
     irregular: set[Var] = set()
-    stride = 1
+    stride, offset = 1, 0
     for extent, index in zip(reversed(buffer.shape), reversed(tuple(indices)), strict=True):
-        terms, _ = to_linear(index, {})
+        terms, const = to_linear(index, {})
+        offset += const * stride
         for atom, k in terms.items():
             if isinstance(atom, Var):
                 coeffs[atom] = coeffs.get(atom, 0) + k * stride
@@ -119,7 +130,8 @@ def _access(buffer, indices: Sequence[Expr]) -> _Access:
                 irregular.update(n for n in walk(atom) if isinstance(n, Var))
         stride *= extent
     scope = getattr(buffer, "scope", "global")
-    return _Access(scope, _itemsize(buffer.dtype), coeffs, frozenset(irregular))
+    name = getattr(buffer, "name", "?")
+    return _Access(scope, _itemsize(buffer.dtype), coeffs, frozenset(irregular), name, offset)
 
 
 def _store_sites(body: Stmt) -> list[_StoreSite]:
@@ -170,12 +182,49 @@ def _log2(x: float) -> float:
 
 
 def _footprint(accesses: Sequence[_Access], loops: Sequence[For]) -> float:
-    """Bytes the accesses touch over all iterations of ``loops`` (no overlap detection)."""
-    total = 0.0
+    """Bytes of the cache lines the accesses touch over all iterations of ``loops``.
+
+    Accesses to one buffer that differ only in a constant offset (the copies of an unrolled
+    loop) are one access with an extra loop over their offsets; other overlaps between accesses
+    are not detected. An access's elements are counted as the lines they fill: a contiguous run
+    shares lines, but an access whose closest elements lie a line apart (a gather, a column
+    walked down) moves a whole line per element, as the cache does."""
+    merged: dict[tuple[object, ...], tuple[_Access, set[int]]] = {}
     for a in accesses:
+        key = (a.buffer, a.itemsize, tuple(sorted(a.coeffs.items(), key=repr)), a.irregular)
+        merged.setdefault(key, (a, set()))[1].add(a.offset)
+    total = 0.0
+    for a, offsets in merged.values():
+        steps = [
+            (abs(a.coeffs.get(lp.var, 0)), lp.extent)
+            for lp in loops
+            if a.depends(lp.var) and lp.var not in a.irregular
+        ]
         n = math.prod(lp.extent for lp in loops if a.depends(lp.var))
-        total += n * a.itemsize
+        if len(offsets) > 1:  # the copies' offsets: one more loop, or a wider one of equal step
+            step = math.gcd(*(o - min(offsets) for o in offsets))
+            span = (max(offsets) - min(offsets)) // step + 1
+            same = next((i for i, (k, _) in enumerate(steps) if k == step), None)
+            if same is None:
+                steps.append((step, span))
+                n *= span
+            else:
+                k, e = steps[same]
+                steps[same] = (k, e + span - 1)
+                n = n // e * (e + span - 1)
+        total += _lines(steps, n, max(LINE_BYTES // a.itemsize, 1)) * LINE_BYTES
     return total
+
+
+def _lines(steps: list[tuple[int, int]], n: int, per_line: int) -> float:
+    """Cache lines holding ``n`` elements reached by loops of (element step, extent)."""
+    step, run = min(steps, default=(0, 1))  # the densest loop: its run shares lines
+    for k, e in sorted(steps):
+        if step and k == step * run:  # a loop that continues the run (a split axis)
+            run *= e
+    if step == 0 or step >= per_line or run == 1:
+        return float(n)  # every element its own line
+    return n / run * math.ceil(run * step / per_line)
 
 
 def _traffic(accesses: Sequence[_Access], loops: Sequence[For], cache_bytes: int) -> float:
@@ -243,6 +292,16 @@ def _site_features(
     p_ext = parallel.extent if parallel else 1
     other_exec = sum(math.prod(lp.extent for lp in s.loops) for s in others)
     temp_bytes = sum(b.nbytes for b in func.temporaries)
+    stores = 0
+    for w in writes:
+        if w.scope != "register":
+            distinct = math.prod(lp.extent for lp in block if w.depends(lp.var))
+            stores += distinct // lanes if vec is not None and w.depends(vec.var) else distinct
+    speedup = p_ext / math.ceil(p_ext / threads) if parallel else 1.0
+    vector_ops = sum(
+        s.ops * math.prod(lp.extent for lp in s.loops) / _lanes(s) for s in (*group, *others)
+    )
+    memory_ops = (vector_loads + broadcasts + gathers * lanes + stores) * exec_scalar / block_size
     return [
         _log2(work / flops),
         _log2(exec_scalar / lanes),
@@ -267,7 +326,16 @@ def _site_features(
         float(len(others) + 1),
         _log2(other_exec / max(exec_scalar, 1)) if other_exec else -30.0,
         _log2(temp_bytes),
+        float(stores),
+        _log2(speedup),
+        _log2(vector_ops / speedup / flops),
+        _log2(memory_ops / speedup / flops),
     ]
+
+
+def _lanes(site: _StoreSite) -> int:
+    """Lanes of the store's vectorized loop (1 when it runs scalar)."""
+    return next((lp.extent for lp in reversed(site.loops) if lp.kind == "vectorized"), 1)
 
 
 def hottest_block(func: PrimFunc) -> tuple[list[_StoreSite], list[_StoreSite]] | None:

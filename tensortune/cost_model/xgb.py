@@ -33,8 +33,9 @@ class XGBCostModel(CostModel):
     """XGBoost pairwise ranker of configs within each workload (``groups`` = queries).
 
     Labels are the relative log-throughput ``log(best / cost)`` (failures below the worst
-    success), so pairs are ordered by measured speed. Single-threaded (never disturbs timing
-    runs) and deterministic for a given ``seed``.
+    success), so pairs are ordered by measured speed. ``subsample`` and ``colsample_bytree`` < 1
+    train each tree on a random share of the rows and columns. Single-threaded (never disturbs
+    timing runs) and deterministic for a given ``seed``.
     """
 
     def __init__(
@@ -44,6 +45,8 @@ class XGBCostModel(CostModel):
         n_estimators: int | None = None,
         max_depth: int | None = None,
         learning_rate: float = 0.1,
+        subsample: float = 1.0,
+        colsample_bytree: float = 1.0,
     ):
         super().__init__()
         self._xgb = _import_xgboost()
@@ -51,6 +54,8 @@ class XGBCostModel(CostModel):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.learning_rate = learning_rate
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
         self._booster: Any = None
 
     def _params(self, n_samples: int) -> tuple[dict[str, Any], int]:
@@ -61,6 +66,8 @@ class XGBCostModel(CostModel):
             "eta": self.learning_rate,
             "max_depth": self.max_depth or (3 if small else 6),
             "min_child_weight": 1e-3,
+            "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
             "nthread": 1,
             "seed": self.seed,
             "tree_method": "hist",
@@ -90,6 +97,8 @@ class XGBCostModel(CostModel):
             "n_estimators": self.n_estimators,
             "max_depth": self.max_depth,
             "learning_rate": self.learning_rate,
+            "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
             "booster": raw,
         }
 

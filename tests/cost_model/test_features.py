@@ -85,8 +85,41 @@ def test_a_config_that_fails_to_schedule_gets_missing_loop_features(target: Targ
             raise ScheduleError("split", "i", "this variant cannot be built")
         return s
 
-    design = DesignSpace(wl, target, SearchSpace([Knob("bad", (False, True))]), build, {})
+    space = SearchSpace([Knob("bad", (False, True))])
+    design = DesignSpace(wl, target, space, build, {"bad": False})
     x = LoopNestFeatures(design)([{"bad": False}, {"bad": True}])
     assert np.isfinite(x[0]).all()
-    assert np.isnan(x[1, : len(PROGRAM_FEATURES)]).all()
-    assert np.isfinite(x[1, len(PROGRAM_FEATURES) :]).all()  # target and knob columns remain
+    assert (x[0, len(PROGRAM_FEATURES) : 2 * len(PROGRAM_FEATURES)] == 0).all()  # the default
+    assert np.isnan(x[1, : 2 * len(PROGRAM_FEATURES)]).all()  # program and delta columns
+    assert np.isfinite(x[1, 2 * len(PROGRAM_FEATURES) :]).all()  # target and knob columns remain
+
+
+def test_build_flags_are_program_features_and_deltas_are_against_the_default(
+    gemm: DesignSpace,
+) -> None:
+    o2, o3 = tile(gemm, opt_level="O2"), tile(gemm, opt_level="O3")
+    x = LoopNestFeatures(gemm).transferable([o2, o3, gemm.default])
+    level = TRANSFERABLE_FEATURES.index("build_opt_level")
+    assert x[0, level] == 2 and x[1, level] == 3
+    differ = np.flatnonzero(x[0, : len(PROGRAM_FEATURES)] != x[1, : len(PROGRAM_FEATURES)])
+    assert [PROGRAM_FEATURES[i] for i in differ] == ["build_opt_level"]
+    delta = slice(len(PROGRAM_FEATURES), 2 * len(PROGRAM_FEATURES))
+    np.testing.assert_array_equal(x[2, delta], 0)
+    np.testing.assert_array_equal(
+        x[0, delta], x[0, : len(PROGRAM_FEATURES)] - x[2, : len(PROGRAM_FEATURES)]
+    )
+
+
+def test_a_column_walked_down_costs_a_cache_line_per_element(avx512_target: Target) -> None:
+    """dense's weights are [N, K]: a vector over N gathers one element per row. Unrolling k by 16
+    uses all 16 floats of each line it fetches; unrolled by 1 it refetches every line 16 times."""
+    design = design_space(tt.workload("dense:M=1,N=768,K=768"), avx512_target)
+    stream = {**design.default, "variant": "stream", "nr_vectors": 1}
+    x = LoopNestFeatures(design).transferable(
+        [{**stream, "k_unroll": 16}, {**stream, "k_unroll": 1}]
+    )
+    l1 = TRANSFERABLE_FEATURES.index("log_l1_traffic_per_flop")
+    assert x[1, l1] - x[0, l1] == pytest.approx(4.0)  # log2(16)
+    inner = TRANSFERABLE_FEATURES.index("log_bytes_inner")
+    # the output read and written (one line), the broadcast input (one), 16 lines of weights
+    assert x[1, inner] == pytest.approx(np.log2((1 + 1 + 16) * 64))

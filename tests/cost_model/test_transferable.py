@@ -13,14 +13,19 @@ from tensortune.cost_model import (
     LOOP_FEATURES,
     TRANSFERABLE_FEATURES,
     LoopNestFeatures,
+    feature_docs,
     transferable_features,
 )
 from tensortune.cost_model import features as features_module
-from tensortune.cost_model.features import ACCESS_FEATURES, PROGRAM_FEATURES, TARGET_FEATURES
+from tensortune.cost_model.features import (
+    ACCESS_FEATURES,
+    BUILD_FEATURES,
+    DELTA_FEATURES,
+    PROGRAM_FEATURES,
+    TARGET_FEATURES,
+)
 from tensortune.space.registry import design_space
 from tensortune.target import Target
-
-DOC = Path(__file__).parents[2] / "docs" / "cost_model_features.md"
 
 #: One small workload of every op class (and the layout and epilogue forms).
 SPECS = (
@@ -58,7 +63,7 @@ def test_deterministic_and_finite_for_random_schedules(spec: str, target: Target
 
 def test_no_knob_in_the_transferable_set(target: Target) -> None:
     assert len(set(TRANSFERABLE_FEATURES)) == len(TRANSFERABLE_FEATURES)
-    assert TRANSFERABLE_FEATURES == LOOP_FEATURES + ACCESS_FEATURES + TARGET_FEATURES
+    assert PROGRAM_FEATURES == LOOP_FEATURES + ACCESS_FEATURES + BUILD_FEATURES
     for spec in SPECS:
         knobs = design_space(tt.workload(spec), target).space.feature_names
         assert not set(knobs) & set(TRANSFERABLE_FEATURES)
@@ -98,22 +103,23 @@ def test_working_set_grows_with_the_problem(target: Target) -> None:
     assert big[column("log_bytes_outer")] >= small[column("log_bytes_outer")]
 
 
-def _documented(section: str) -> list[str]:
-    """Feature names in the table under the heading that starts with ``section``."""
-    text = DOC.read_text()
-    start = text.index(f"## {section}")
-    end = text.find("\n## ", start + 1)
-    body = text[start : end if end >= 0 else None]
-    return re.findall(r"^\| `([a-z0-9_]+)` \|", body, flags=re.MULTILINE)
-
-
-def test_every_feature_is_documented_once() -> None:
-    assert _documented("Loop features") == list(LOOP_FEATURES)
-    assert _documented("Access features") == list(ACCESS_FEATURES)
-    assert _documented("Target features") == list(TARGET_FEATURES)
-    every = re.findall(r"^\| `([a-z0-9_]+)` \|", DOC.read_text(), flags=re.MULTILINE)
-    assert every == list(TRANSFERABLE_FEATURES)
-    assert set(PROGRAM_FEATURES) < set(TRANSFERABLE_FEATURES)
+def test_every_feature_is_documented_once_in_column_order() -> None:
+    sections = {s.constant: [row[0] for row in s.rows] for s in feature_docs.SECTIONS}
+    assert sections["LOOP_FEATURES"] == list(LOOP_FEATURES)
+    assert sections["ACCESS_FEATURES"] == list(ACCESS_FEATURES)
+    assert sections["BUILD_FEATURES"] == list(BUILD_FEATURES)
+    assert sections["TARGET_FEATURES"] == list(TARGET_FEATURES)
+    assert list(DELTA_FEATURES) == [f"delta_{name}" for name in PROGRAM_FEATURES]
+    assert TRANSFERABLE_FEATURES == PROGRAM_FEATURES + DELTA_FEATURES + TARGET_FEATURES
+    for section in feature_docs.SECTIONS:
+        assert all(meaning and unit for _, meaning, unit in section.rows), section.title
+    page = feature_docs.markdown()
+    documented = re.findall(r"^\| `([a-z0-9_<>]+)` \|", page, flags=re.MULTILINE)
+    assert documented == [
+        *PROGRAM_FEATURES,
+        "delta_<name>",
+        *TARGET_FEATURES,
+    ]
 
 
 def test_no_configs_and_a_bounded_cache(target: Target) -> None:
@@ -121,3 +127,11 @@ def test_no_configs_and_a_bounded_cache(target: Target) -> None:
     for design in designs:
         assert transferable_features(design, []).shape == (0, len(TRANSFERABLE_FEATURES))
     assert len(features_module._EXTRACTORS) <= 16
+
+
+def test_the_docs_page_is_the_generated_one() -> None:
+    """docs/cost_model_features.md is ``python -m tensortune.cost_model.feature_docs``'s output."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "cost_model_features.md"
+    assert page.read_text() == feature_docs.markdown(), (
+        "regenerate: python -m tensortune.cost_model.feature_docs > docs/cost_model_features.md"
+    )
