@@ -3,7 +3,7 @@ compiled by tensortune, beside ONNX Runtime, PyTorch eager and torch.compile in 
 
     python benchmarks/models.py [--models resnet18,mobilenet_v2,bert_layer,dqn,lstm_lm]
         [--exporter torchscript|dynamo] [--budget 20m] [--db PATH] [--threads 2] [--rounds 10]
-        [--check]
+        [--check] [--profile]
 
 Per model (batch 1, seeded random weights, no downloads; ``torch_models.py``): export to ONNX
 (the other exporter when the chosen one fails, with the reason), ``tune_model`` within
@@ -16,8 +16,10 @@ with ``--threads`` threads: median ms per call, ORT's time over ours (> 1: we ar
 median of the per-round ratios, with its noise) and the tuning time. Last, the geomean of
 those ratios and the issue's two bars: geomean >= 1.0, and no model below 1/1.5.
 
-``--check`` only compiles and compares (no tuning, no timing). The defaults are the issue's
-measurement: 20 minutes of tuning a model, about two hours in all with torch.compile's builds.
+``--check`` only compiles and compares (no tuning, no timing). ``--profile`` adds each timed
+model's time per operator class (``CompiledModel.profile``; per node beside ONNX Runtime's:
+``profile_model.py``). The defaults are the issue's measurement: 20 minutes of tuning a model,
+about two hours in all with torch.compile's builds.
 Needs torch, onnx and onnxruntime (and onnxscript for ``--exporter dynamo``).
 """
 
@@ -42,6 +44,7 @@ from torch_models import EXPORTERS, MODELS, build, export_onnx, input_names
 from tensortune.cli.model_commands import parse_duration
 from tensortune.database import default_db_path
 from tensortune.graph import compile_model, extract_tasks, from_onnx, tune_model
+from tensortune.graph.profile import summary_lines
 from tensortune.target import Target
 
 TOLERANCE = 1e-4
@@ -178,6 +181,8 @@ def run_model(name: str, args: argparse.Namespace, target: Target, db: Any) -> R
         *torch_contenders(name, module, inputs, want),
     ]
     times = common.rounds_of(contenders, rounds=args.rounds)
+    if args.profile:
+        print("\n".join(summary_lines(model.profile(feeds, rounds=args.rounds))), flush=True)
     ms = {c: statistics.median(t) * 1e3 for c, t in times.items()}
     ratio = common.paired_ratio(times, "onnxruntime", "tensortune")
     noise = common.noise(times, "onnxruntime", "tensortune")
@@ -240,6 +245,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument(
         "--check", action="store_true", help="only compare outputs: no tuning, no timing"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="print each model's time per operator class"
     )
     args = parser.parse_args()
     names = [m.strip() for m in args.models.split(",") if m.strip()]

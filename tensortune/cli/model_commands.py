@@ -4,6 +4,7 @@
     tensortune run model.onnx --db tuning.db --input x.npy -o y.npy
     tensortune bench model.onnx --db tuning.db
     tensortune export model.onnx --db tuning.db -o out/
+    tensortune profile model.onnx --db tuning.db [--top 15]
 
 Every command reads the model with ``tensortune.graph.from_onnx`` (``--shape`` fixes symbolic
 dimensions); a model the graph stage cannot take is one ``error:`` line, exit status 2.
@@ -129,6 +130,20 @@ def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: A
     p.add_argument("--name", default=None, help="C prefix of the symbols (default: the graph's)")
     p.set_defaults(run=cmd_export)
 
+    p = command(
+        sub,
+        "profile",
+        "time each kernel of an ONNX model inside its run",
+        "Compiles the model (the database's best schedules) and runs it on random inputs with\n"
+        "every kernel call timed in place (same arena, order and inputs as a plain run): a\n"
+        "table of the calls (median microseconds, share of the sum) and the time per operator\n"
+        "class, beside a whole run's.",
+    )
+    _common(p, db_option, threads_option)
+    p.add_argument("--rounds", type=int, default=50, metavar="N", help="rounds (default: 50)")
+    p.add_argument("--top", type=int, default=None, metavar="K", help="only the K slowest calls")
+    p.set_defaults(run=cmd_profile)
+
 
 def _graph(args: argparse.Namespace) -> Any:
     from ..graph import from_onnx
@@ -194,18 +209,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _random_feeds(inputs: tuple) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {
-        v.name: (
-            rng.standard_normal(v.shape).astype(v.dtype)
-            if np.dtype(v.dtype).kind == "f"
-            else np.zeros(v.shape, v.dtype)
-        )
-        for v in inputs
-    }
-
-
 def _block(fn: Any, seconds: float = 0.05) -> float:
     """Median seconds per call over calls filling about ``seconds``."""
     start = time.perf_counter()
@@ -220,6 +223,8 @@ def _block(fn: Any, seconds: float = 0.05) -> float:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from ..graph.profile import random_feeds
+
     try:
         import onnxruntime as ort
     except ImportError:
@@ -229,7 +234,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = compiled_threads, 1
     session = ort.InferenceSession(args.model, opts, providers=["CPUExecutionProvider"])
-    feeds = _random_feeds(compiled.inputs)
+    feeds = random_feeds(compiled.inputs)
     ours, theirs = compiled.run(feeds), session.run(None, feeds)
     error = max(
         float(np.abs(ours[v.name] - t).max() / max(float(np.abs(t).max()), 1e-6))
@@ -261,6 +266,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     files = compiled.export(args.output)
     for role, path in files.items():
         print(f"{role:8} {path}")
+    return EXIT_OK
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..graph.profile import profile_table, summary_lines
+
+    compiled = _compiled(args)
+    prof = compiled.profile(rounds=max(1, args.rounds))
+    rows = profile_table(prof, args.top)
+    table = Table(title=f"{compiled.graph.name}: {len(prof.rows)} kernel calls")
+    for k, head in enumerate(rows[0]):
+        table.add_column(head, justify="right" if k in (0, 5, 6) else "left")
+    for row in rows[1:]:
+        table.add_row(*row)
+    console = Console(width=200)
+    console.print(table)
+    print("\n".join(summary_lines(prof)))
     return EXIT_OK
 
 

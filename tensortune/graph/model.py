@@ -31,6 +31,7 @@ from ..space.template import generic_space
 from ..target import Target
 from ..tuning.apply import tuned_schedule
 from ..workload import Workload
+from .entry import entry_source, header_source
 from .errors import ModelError
 from .fuse import Group
 from .ir import Graph, ValueInfo
@@ -43,14 +44,13 @@ from .library import (
     aligned,
     c_name,
     compile_object,
-    entry_source,
-    header_source,
     kernel_c_name,
     link_library,
     pack_weights,
 )
 from .lower import te_dtype
 from .memory import MemoryPlan, arena, plan_memory
+from .profile import ModelProfile, collect, random_feeds
 from .tasks import Lowered, as_kernel_array, lower_graph
 
 BUILD_WORKERS = 4
@@ -122,6 +122,9 @@ class CompiledModel:
         self._run = getattr(self._lib, f"{name}_run_with")
         self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _PTRS, _PTRS]
         self._run.restype = ctypes.c_int
+        self._timed = getattr(self._lib, f"{name}_run_timed")
+        self._timed.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _PTRS, _PTRS, ctypes.c_void_p]
+        self._timed.restype = ctypes.c_int
         self._lock = threading.Lock()  # one arena: calls from several threads take turns
 
     @property
@@ -134,6 +137,33 @@ class CompiledModel:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once; every output by name (fresh arrays)."""
+        return self._invoke(feeds)
+
+    def profile(
+        self, feeds: Mapping[str, np.ndarray] | None = None, rounds: int = 50
+    ) -> ModelProfile:
+        """Each kernel call's median time inside the model's run (same arena, order and
+        inputs), over ``rounds`` rounds alternating with whole runs; ``feeds`` default to
+        random inputs."""
+        feeds = random_feeds(self.inputs) if feeds is None else feeds
+
+        def whole() -> float:
+            start = time.perf_counter()
+            self.run(feeds)
+            return time.perf_counter() - start
+
+        def timed(seconds: np.ndarray) -> object:
+            return self._invoke(feeds, seconds)
+
+        groups = [c.group for c in self.steps]
+        kernels = [c.unit.name for c in self.steps]
+        return collect(self.graph, groups, kernels, timed, whole, rounds)
+
+    def _invoke(
+        self, feeds: Mapping[str, np.ndarray], seconds: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """One run through ``<model>_run_with``, or with ``seconds`` (float64, one per kernel
+        call) through ``<model>_run_timed``."""
         expected = {v.name for v in self.inputs}
         extra = sorted(set(feeds) - expected)
         missing = sorted(expected - set(feeds))
@@ -145,8 +175,12 @@ class CompiledModel:
         outs = [np.empty(v.shape, v.dtype) for v in self.outputs]
         in_ptrs = (ctypes.c_void_p * max(1, len(ins)))(*(a.ctypes.data for a in ins))
         out_ptrs = (ctypes.c_void_p * max(1, len(outs)))(*(a.ctypes.data for a in outs))
+        args = (self._weights.ctypes.data, self.arena.ctypes.data, in_ptrs, out_ptrs)
         with self._lock:
-            status = self._run(self._weights.ctypes.data, self.arena.ctypes.data, in_ptrs, out_ptrs)
+            if seconds is None:
+                status = self._run(*args)
+            else:
+                status = self._timed(*args, seconds.ctypes.data)
         if status == 2:
             raise ModelError("an int64 input holds values beyond int32 (kernels index in int32)")
         if status != 0:
@@ -344,7 +378,7 @@ def _layout(
         ops = "+".join(n.op for n in step.group.nodes)
         shape = "x".join(map(str, out.shape))
         note = f"{ops} '{step.group.anchor.name}' -> {out.name!r} {out.dtype}[{shape}]"
-        calls.append(Call(unit, (*values, out.name), note))
+        calls.append(Call(unit, (*values, out.name), note, group=step.group))
     for v in graph.outputs:
         try:
             place_of(v.name)

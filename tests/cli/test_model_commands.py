@@ -129,3 +129,13 @@ def test_bad_input_is_one_error_line(files):
         run_cli("run", model, "--input", str(root / "none.npy"), "-o", str(root / "o.npy"))
     )
     assert "no ONNX model file" in _error(run_cli("export", str(root / "nope.onnx"), "-o", "d"))
+
+
+def test_profile_prints_every_call(files):
+    root, _ = files
+    db = str(root / "db.sqlite")
+    proc = run_cli("profile", str(root / "tiny.onnx"), "--db", db, "--rounds", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 kernel calls" in proc.stdout and "tiny_00_matmul_add_relu" in proc.stdout
+    assert "MatMul+Add+Relu" in proc.stdout and "100.0%" in proc.stdout
+    assert "whole model.run" in proc.stdout and "medians of 3 rounds" in proc.stdout

@@ -76,3 +76,50 @@ def test_channel_tiles_are_only_offered_for_ungrouped_nchw(spec: str, target) ->
     ds = design_space(tt.workload(spec), target)
     assert ds.space.knob("vector_axis").choices == ("columns",)
     assert ds.default["vector_axis"] == "columns"
+
+
+EPILOGUE_SPECS = [
+    "conv2d:C=8,H=9,W=11,K=20,R=3,S=3,pad=1,epilogue=bias+relu",  # ragged K and columns
+    "conv2d:C=6,H=12,W=12,K=6,R=3,S=3,stride=2,pad=1,groups=6,epilogue=bias+relu",  # depthwise
+    "conv2d:C=4,H=7,W=9,K=12,R=1,S=1,epilogue=relu",
+    "conv2d:C=5,H=8,W=10,K=7,R=3,S=3,pad=1,layout=NHWC,epilogue=bias+relu",
+]
+
+
+@pytest.mark.parametrize("spec", EPILOGUE_SPECS)
+def test_fused_epilogue_matches_numpy(spec: str, target) -> None:
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    assert ds.space.knob("fuse_epilogue").choices == (True, False)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    checked = 0
+    for axis in ds.space.knob("vector_axis").choices:
+        for pad in (False, True):
+            for tile in ({}, {"rows": 2, "vectors": 1, "lanes": 8, "pixel_rows": 1}):
+                config = {**ds.default, "vector_axis": axis, "inline_pad": pad, **tile}
+                config["fuse_epilogue"] = True
+                if not ds.space.is_valid(config):
+                    continue
+                kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
+                np.testing.assert_allclose(
+                    kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(config)
+                )
+                checked += 1
+    assert checked >= 3
+
+
+def test_fused_epilogue_writes_tiles_in_one_parallel_region(avx512_target) -> None:
+    wl = tt.workload("conv2d:C=32,H=28,W=28,K=32,R=3,S=3,pad=1,groups=32,epilogue=bias+relu")
+    ds = design_space(wl, avx512_target)
+    assert ds.default["fuse_epilogue"] and ds.default["inline_pad"]  # depthwise defaults
+    fused, _ = build_source(ds.schedule(ds.default), "conv2d", avx512_target)
+    apart, _ = build_source(ds.schedule({**ds.default, "fuse_epilogue": False}), "c", avx512_target)
+    assert fused.count("#pragma omp parallel") == 1 and apart.count("#pragma omp parallel") == 2
+    assert "tt_alloc(" in apart and "computed at" in fused
+    assert "tt_alloc(" not in fused.split("int conv2d(")[1]  # the conv's tile is a local array
+
+
+def test_epilogue_knob_only_where_there_is_one(target) -> None:
+    ds = design_space(tt.workload("conv2d:C=4,H=8,W=8,K=8,R=3,S=3,pad=1"), target)
+    assert "fuse_epilogue" not in ds.space.names  # its configs recorded before the knob still apply
