@@ -104,15 +104,16 @@ def measure(contenders: list[Contender], repeat: int = 5, rounds: int = 6) -> di
 
 
 def rounds_of(
-    contenders: list[Contender], rounds: int = 10, repeat: int = 5
+    contenders: list[Contender], rounds: int = 10, repeat: int = 5, first_round: int = 0
 ) -> dict[str, list[float]]:
     """Each contender's median seconds per call in each of `rounds` interleaved rounds.
 
-    Contenders take turns in short blocks, the order rotating each round, so that a ratio taken
-    within one round compares two kernels under the same host speed (see `paired_ratio`).
+    Contenders take turns in short blocks, the order rotating each round (counted from
+    `first_round`, for a caller that takes one round at a time), so that a ratio taken within
+    one round compares two kernels under the same host speed (see `paired_ratio`).
     """
     times: dict[str, list[float]] = {c.name: [] for c in contenders}
-    for r in range(rounds):
+    for r in range(first_round, first_round + rounds):
         shift = r % len(contenders)
         for c in contenders[shift:] + contenders[:shift]:
             timer = c.timer or python_timer(c.run)

@@ -6,12 +6,13 @@ fastest peer in a fresh process.
 
 Five suite workloads and five odd-shaped ones from real models. After tuning (which resumes what
 --db holds), a fresh interpreter loads each winner, its template default and the peers, checks
-all against NumPy, and times them in --rounds interleaved rounds, our kernels on operands placed
-afresh each round (see `common.kernel_timer`). Per row: the winner's recorded
-time, its re-timed median, tuned / default (time ratio, median over rounds, with the noise of
-that ratio), the ratio recorded during tuning, and the speed against the fastest peer. Bars: the
-winner is never slower than the default beyond the noise; the recorded ratio is within 10% of
-the re-timed one; the geomean against the fastest peer is printed to compare across changes.
+all against NumPy, and times them in --rounds interleaved rounds, taken round by round across
+the workloads so that each row's rounds span the whole re-timing, our kernels on operands placed
+afresh each round (see `common.kernel_timer`). Per row: the winner's recorded time, its re-timed
+median, tuned / default (time ratio, median over rounds, with the noise of that ratio), the
+ratio recorded during tuning, and the speed against the fastest peer. Bars: the winner is never
+slower than the default beyond the noise; the recorded ratio is within 10% of the re-timed one;
+the geomean against the fastest peer is printed to compare across changes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,7 +30,7 @@ import common
 from peers import peers_for
 
 import tensortune as tt
-from tensortune.database import open_database
+from tensortune.database import TuningRecord, open_database
 from tensortune.space.registry import design_space
 
 SUITE = [
@@ -83,52 +85,43 @@ def main() -> None:
     subprocess.run(command, check=True)
 
 
+@dataclass
+class Row:
+    """One workload's contenders in the re-timing, and their times round by round."""
+
+    spec: str
+    recorded: TuningRecord
+    contenders: list[common.Contender]
+    peers: list[str]
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+
 def retime(specs: list[str], target: tt.Target, args: argparse.Namespace) -> None:
     print(f"\nre-timed in a fresh process, {args.rounds} interleaved rounds", flush=True)
+    rows = [row for spec in specs if (row := _row(spec, target, args)) is not None]
+    # round by round across the rows, so each row's rounds span the whole re-timing: a kernel's
+    # speed relative to another moves with the host's state for tens of seconds at a time
+    for r in range(args.rounds):
+        for row in rows:
+            times = common.rounds_of(row.contenders, rounds=1, first_round=r)
+            for name, seconds in times.items():
+                row.times.setdefault(name, []).extend(seconds)
     head = (
         f"{'workload':48s} {'recorded':>9s} {'re-timed':>9s} {'tuned/default':>16s} "
         f"{'recorded':>8s} {'vs fastest peer':>18s}"
     )
     print(head + "\n" + "-" * len(head), flush=True)
     speedups, failures = [], []
-    for spec in specs:
-        wl = tt.workload(spec)
-        with open_database(args.db) as db:
-            best = db.best(wl.name, str(target))
-        if best is None:
-            print(f"{spec:48s} not tuned in {args.db}", flush=True)
-            continue
-        ds = design_space(wl, target)
-        inputs = wl.random_inputs(0)
-        want = wl.reference(inputs)
-        kernels = {
-            "tuned": tt.compile(wl, target=target, db=args.db),
-            "default": tt.compile(wl, ds.schedule(ds.default), target),
-        }
-        contenders = []
-        for name, kernel in kernels.items():
-            out = kernel(*inputs)
-            common.check(f"{spec} [{name}]", out, want)
-            contenders.append(
-                common.Contender(
-                    name,
-                    lambda: None,
-                    common.kernel_timer(kernel, [*inputs, out], fresh_placement=True),
-                )
-            )
-        peers = peers_for(wl, inputs, args.threads)
-        for name, fn in peers.items():
-            common.check(f"{spec} [{name}]", common.as_array(fn()), want, rtol=1e-3)
-            contenders.append(common.Contender(name, fn))
-        times = common.rounds_of(contenders, rounds=args.rounds)
+    for row in rows:
+        times, best, spec = row.times, row.recorded, row.spec
         vs_default = common.paired_ratio(times, "tuned", "default")
         noise = common.noise(times, "tuned", "default")
         line = (
             f"{spec:48s} {_ms(best.seconds)} {_ms(statistics.median(times['tuned']))} "
             f"{vs_default:8.3f} ±{noise:5.1%} {best.ratio or math.nan:8.3f}"
         )
-        if peers:
-            fastest = min(peers, key=lambda p: statistics.median(times[p]))
+        if row.peers:
+            fastest = min(row.peers, key=lambda p: statistics.median(times[p]))
             speed = common.paired_ratio(times, fastest, "tuned")
             speedups.append(speed)
             line += f" {speed:8.2f}x {fastest:>9s}"
@@ -144,6 +137,34 @@ def retime(specs: list[str], target: tt.Target, args: argparse.Namespace) -> Non
         geomean = math.exp(statistics.fmean(math.log(s) for s in speedups))
         print(f"\ngeomean speed against the fastest peer: {geomean:.3f}x over {len(speedups)}")
     print("bars: " + ("all met" if not failures else "MISSED\n  " + "\n  ".join(failures)))
+
+
+def _row(spec: str, target: tt.Target, args: argparse.Namespace) -> Row | None:
+    """The winner, its template default and the peers of `spec`, each checked against NumPy."""
+    wl = tt.workload(spec)
+    with open_database(args.db) as db:
+        best = db.best(wl.name, str(target))
+    if best is None:
+        print(f"{spec:48s} not tuned in {args.db}", flush=True)
+        return None
+    ds = design_space(wl, target)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    kernels = {
+        "tuned": tt.compile(wl, target=target, db=args.db),
+        "default": tt.compile(wl, ds.schedule(ds.default), target),
+    }
+    contenders = []
+    for name, kernel in kernels.items():
+        out = kernel(*inputs)
+        common.check(f"{spec} [{name}]", out, want)
+        timer = common.kernel_timer(kernel, [*inputs, out], fresh_placement=True)
+        contenders.append(common.Contender(name, lambda: None, timer))
+    peers = peers_for(wl, inputs, args.threads)
+    for name, fn in peers.items():
+        common.check(f"{spec} [{name}]", common.as_array(fn()), want, rtol=1e-3)
+        contenders.append(common.Contender(name, fn))
+    return Row(spec, best, contenders, list(peers))
 
 
 def _ms(seconds: float) -> str:

@@ -297,6 +297,21 @@ def test_candidates_are_timed_beside_the_default_which_is_always_a_finalist(tmp_
     assert low <= min(remeasured) and max(remeasured) <= high
 
 
+def test_leaders_are_re_measured_during_the_search_not_only_at_its_end(tmp_path, target):
+    """A config's speed relative to the default moves with the host's state for tens of
+    seconds; re-measurements taken after each batch spread a leader's over the run."""
+    spec = "matmul:M=32,N=48,K=32"
+    db = tmp_path / "rolling.db"
+    result = tt.tune(spec, trials=12, strategy="random", db=db, seed=3, batch_size=4, target=target)
+    with open_database(db) as database:
+        records = database.records()
+    during = [r for r in records if r.strategy == CONFIRM and r.trial < result.trials]
+    assert during, "some re-measurement was taken before the last batch"
+    trials = {r.config_key: r.trial for r in records if r.strategy != CONFIRM}
+    # never the batch's own configs: a just-measured config waits for the next batch
+    assert all(r.trial > trials[r.config_key] for r in during if r.config_key in trials)
+
+
 def test_help_documents_every_argument_the_result_and_the_errors() -> None:
     import inspect
 
