@@ -124,12 +124,16 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         return s
 
     lanes_d, vectors_d = _tile_width(ext[col], lane_choices)
+    # channels of a grouped NCHW conv (each its own input plane) per tile: at least 14 vector
+    # accumulators on narrow rows (Zen 5, MobileNetV2's depthwise convs: 7 channels x 2
+    # vectors ran 1.2-1.3x faster than 3 x 2 at 14x14; as fast at 28x28 and 7x7)
+    depth = max(3, min(7, -(-14 // vectors_d))) if grouped and layout == "NCHW" else 3
     default = {
         "vector_axis": "columns",
         "rows": max(
             x
             for x in knobs[1].int_choices
-            if x <= max(1, (regs - vectors_d - 1) // vectors_d) and x <= min(3, ext[row])
+            if x <= max(1, (regs - vectors_d - 1) // vectors_d) and x <= min(depth, ext[row])
         ),
         "vectors": vectors_d,
         "lanes": lanes_d,
@@ -141,15 +145,23 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         "parallel_fuse": False,
         "opt_level": "O3",
     } | ({"fuse_epilogue": True} if epilogue else {})
-    if by_channel:
+    reduction = math.prod(ext[a.name] for a in main.reduce_axes)
+    # a reduction of a vector or less leaves a channel tile's scattered NCHW stores the main
+    # cost; vectors along unit-stride output rows store whole lines (Zen 5, MobileNetV2's
+    # 16->96 1x1 conv at 112x112: 1.5x faster than a 2x7 channel tile)
+    short = reduction <= lanes and main.tensor.attrs.get("stride", (1, 1))[1] == 1
+    if by_channel and not (short and ext[col] >= 2 * lanes):
         default |= _channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
         # vectors along channels reach a fused epilogue through a strided tile: it pays where a
         # short reduction makes the conv memory-bound and the output is large (Zen 4: 1x1
         # convs 1.6x faster at 16x112x112, 1.3x at 24x56x56 and 128x28x28, as fast at
         # 192x28x28, 0.6-0.9x at 14x14 and 7x7; 3x3 convs of 64-128 channels 0.75-1.0x)
-        reduction = math.prod(ext[a.name] for a in main.reduce_axes)
         if epilogue:
             default["fuse_epilogue"] = ext[a2] * ext[a3] >= 28 * 28 and reduction <= 256
+    elif epilogue and layout == "NCHW":
+        # an output row narrower than a vector makes the fused tile's every store masked
+        # (Zen 5, depthwise 576x7x7 and 960x7x7: 1.6-2.3x slower fused than apart)
+        default["fuse_epilogue"] = ext[col] >= lane_choices[0]
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
 
 
@@ -240,11 +252,51 @@ def _place_tile(s: Schedule, name: str, host: str, cache: str, loop: str) -> Non
 def _channel_default(
     channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
 ) -> Config:
-    """The channel tile feeding the most FMAs per load (``vectors*rows`` FMAs per
-    ``vectors + rows`` loads) that fits the registers, preferring tiles that cover the output
-    channels evenly (a ragged channel tile runs guarded). The pad is materialised and the
-    channel loop outermost: on Zen 3 (AVX2) 2x6 tiles ran 1.6x faster than 1x14 ones, and the
-    same tile with the pad inlined and the channel loop innermost ran at half speed."""
+    """The channel tile of the default: ``vectors`` x ``lanes`` output channels x ``rows``
+    pixels of an output row. The pad is materialised and the channel loop outermost: on Zen 3
+    (AVX2) 2x6 tiles ran 1.6x faster than 1x14 ones, and the same tile with the pad inlined and
+    the channel loop innermost ran at half speed."""
+    if regs >= 32:
+        vectors, rows = _wide_tile(channels, width, pixels, lanes, regs)
+    else:
+        vectors, rows = _narrow_tile(channels, width, pixels, lanes, regs)
+    return {
+        "vector_axis": "channels",
+        "rows": rows,
+        "vectors": vectors,
+        "lanes": lanes,
+        "inline_pad": False,
+        "reduce_order": "crs",
+        "parallel_fuse": True,  # (channel blocks x output rows) chunks for the threads
+    }
+
+
+def _wide_tile(
+    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
+) -> tuple[int, int]:
+    """32 vector registers (AVX-512): two vectors of channels unless one or three cover them
+    evenly and two do not, and 5 to 8 pixels of a row, cut with the least waste, 7 on a tie.
+
+    Measured on Zen 5 (AVX-512, one thread) over every conv of ResNet-18 and MobileNetV2:
+    2x7 tiles ran 1.4-1.8x faster than 4x6 ones on the 3x3 convs from 28x28 down to 7x7, 2.1x
+    on the 7x7 stride-2 stem, as fast at 56x56, and 1.0-2.0x on the 1x1 convs (4x4: 1.1-1.4x
+    slower than 2x7, though it loads less per FMA). A ragged row of tiles costs: 8x2 tiles ran
+    1.8x slower than 7x2 on 28-wide rows, 5x3 1.7x slower than 7x3.
+    """
+    fits = [cv for cv in (2, 1, 3) if (cv - 1) * lanes < channels]
+    even = [cv for cv in fits if channels % (cv * lanes) == 0]
+    vectors = (even or fits)[0]
+    low = min(5, width)  # fewer pixels a tile load more per FMA
+    rows = [pw for pw in pixels if low <= pw <= 8 and vectors * pw + vectors + 1 <= regs]
+    return vectors, min(rows, key=lambda pw: (_waste(width, pw), pw != 7, -pw))
+
+
+def _narrow_tile(
+    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
+) -> tuple[int, int]:
+    """Fewer registers (AVX2): the tile feeding the most FMAs per load (``vectors*rows`` FMAs
+    per ``vectors + rows`` loads) that fits them, preferring tiles that cover the output
+    channels evenly (a ragged channel tile runs guarded)."""
     options = [
         (cv, pw)
         for cv in (1, 2, 3, 4)
@@ -252,16 +304,7 @@ def _channel_default(
         if cv * pw + cv + 1 <= regs and (cv - 1) * lanes < channels and pw <= width
     ]
     even = [o for o in options if channels % (o[0] * lanes) == 0] or options
-    cv, pw = max(even, key=lambda o: (o[0] * o[1] / (o[0] + o[1]), -_waste(width, o[1])))
-    return {
-        "vector_axis": "channels",
-        "rows": pw,
-        "vectors": cv,
-        "lanes": lanes,
-        "inline_pad": False,
-        "reduce_order": "crs",
-        "parallel_fuse": True,  # (channel blocks x output rows) chunks for the threads
-    }
+    return max(even, key=lambda o: (o[0] * o[1] / (o[0] + o[1]), -_waste(width, o[1])))
 
 
 def _waste(extent: int, tile: int) -> int:

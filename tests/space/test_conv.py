@@ -123,3 +123,76 @@ def test_fused_epilogue_writes_tiles_in_one_parallel_region(avx512_target) -> No
 def test_epilogue_knob_only_where_there_is_one(target) -> None:
     ds = design_space(tt.workload("conv2d:C=4,H=8,W=8,K=8,R=3,S=3,pad=1"), target)
     assert "fuse_epilogue" not in ds.space.names  # its configs recorded before the knob still apply
+
+
+@pytest.mark.parametrize(
+    ("spec", "tile"),
+    [
+        ("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1", (2, 7)),  # two vectors x 7 pixels
+        ("conv2d:C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3", (2, 7)),  # the ResNet stem
+        ("conv2d:C=24,H=56,W=56,K=144,R=1,S=1", (1, 7)),  # 144 = 9 vectors: one covers evenly
+        ("conv2d:C=8,H=13,W=13,K=20,R=3,S=3,pad=1", (2, 7)),  # ragged K, 13 = 7 + 6
+        ("conv2d:C=8,H=16,W=16,K=32,R=1,S=1", (2, 8)),  # 16 = 8 + 8 beats 7 + 7 + 2
+        ("conv2d:C=4,H=5,W=5,K=16,R=3,S=3,pad=1", (1, 5)),  # a row shorter than the tile
+    ],
+)
+def test_wide_register_file_default_tile(spec: str, tile: tuple[int, int], avx512_target) -> None:
+    default = design_space(tt.workload(spec), avx512_target).default
+    assert default["vector_axis"] == "channels"
+    assert (default["vectors"], default["rows"]) == tile
+
+
+def test_narrow_register_file_keeps_its_tile() -> None:
+    """AVX2's 16 registers keep the rule measured there (2 vectors x 6 pixels on Zen 3)."""
+    avx2 = tt.Target.cross("avx2", num_threads=2)
+    default = design_space(tt.workload("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"), avx2).default
+    assert (default["vectors"], default["rows"]) == (2, 6)
+
+
+DEFAULT_SPECS = [
+    "conv2d:C=3,H=23,W=23,K=20,R=7,S=7,stride=2,pad=3,epilogue=bias+relu",  # stem-like, ragged
+    "conv2d:C=9,H=13,W=13,K=36,R=3,S=3,pad=1,epilogue=bias+relu",
+    "conv2d:C=20,H=7,W=7,K=144,R=1,S=1,epilogue=relu",
+    "conv2d:C=10,H=14,W=14,K=10,R=3,S=3,pad=1,groups=10,epilogue=bias+relu",  # 7 channels a tile
+    "conv2d:C=9,H=13,W=13,K=9,R=3,S=3,stride=2,pad=1,groups=9,epilogue=bias+relu",  # 7-wide
+    "conv2d:C=9,H=7,W=5,K=9,R=3,S=3,pad=1,groups=9",
+    "conv2d:C=5,H=6,W=37,K=20,R=1,S=1,epilogue=bias+relu",  # a short reduction: columns
+]
+
+
+@pytest.mark.parametrize("spec", DEFAULT_SPECS)
+def test_defaults_match_numpy(spec: str, target) -> None:
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    inputs = wl.random_inputs(0)
+    kernel = tt.compile(wl, schedule=ds.schedule(ds.default), target=target)
+    np.testing.assert_allclose(kernel(*inputs), wl.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_default_on_narrow_rows(avx512_target) -> None:
+    """Rows narrower than a vector run the epilogue apart; 14-wide rows tile 7 channels."""
+    narrow = "conv2d:C=96,H=7,W=7,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
+    default = design_space(tt.workload(narrow), avx512_target).default
+    assert not default["fuse_epilogue"] and default["rows"] == 7
+    mid = "conv2d:C=96,H=14,W=14,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
+    default = design_space(tt.workload(mid), avx512_target).default
+    assert default["fuse_epilogue"] and (default["rows"], default["vectors"]) == (7, 2)
+    wide = "conv2d:C=96,H=56,W=56,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
+    default = design_space(tt.workload(wide), avx512_target).default
+    assert default["fuse_epilogue"] and default["rows"] == 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "axis"),
+    [
+        ("conv2d:C=16,H=40,W=40,K=48,R=1,S=1,epilogue=bias+relu", "columns"),
+        ("conv2d:C=16,H=40,W=40,K=48,R=1,S=1", "columns"),
+        ("conv2d:C=17,H=40,W=40,K=48,R=1,S=1", "channels"),  # past one vector of reduction
+        ("conv2d:C=16,H=80,W=80,K=48,R=1,S=1,stride=2", "channels"),  # strided input rows
+        ("conv2d:C=16,H=40,W=31,K=48,R=1,S=1", "channels"),  # rows under two vectors
+    ],
+)
+def test_short_reductions_vectorize_output_rows(spec: str, axis: str, avx512_target) -> None:
+    """A conv reducing over at most a vector's worth of inputs stores whole output lines."""
+    default = design_space(tt.workload(spec), avx512_target).default
+    assert default["vector_axis"] == axis
