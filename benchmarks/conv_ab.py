@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
+from models import ort_session
 from torch_models import MODELS, build, export_onnx
 
 import tensortune as tt
@@ -77,7 +78,6 @@ def layer_inputs(graph: Any, step: Lowered) -> list[Any]:
 def ort_group(graph: Any, step: Lowered, threads: int) -> Any:
     """An ONNX Runtime session computing ``step``'s fused nodes alone (weights as initializers)."""
     import onnx
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
 
     nodes = step.group.nodes
@@ -99,12 +99,7 @@ def ort_group(graph: Any, step: Lowered, threads: int) -> Any:
         helper.make_graph(onnx_nodes, "group", inputs, outputs, inits),
         opset_imports=[helper.make_opsetid("", 17)],
     )
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    session = ort.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
-    return session, [i.name for i in inputs]
+    return ort_session(model, threads), [i.name for i in inputs]
 
 
 def main() -> None:
@@ -120,6 +115,8 @@ def main() -> None:
     parser.add_argument("--ort", action="store_true", help="ONNX Runtime on each group too")
     parser.add_argument("--all", action="store_true", help="time layers whose defaults agree")
     args = parser.parse_args()
+    if args.rounds < 2:
+        parser.error(f"--rounds must be at least 2 (a ratio's noise needs two), got {args.rounds}")
     common.limit_threads(args.threads)
     target = Target.detect(num_threads=args.threads)
     old_conv = conv_module_at(args.base)

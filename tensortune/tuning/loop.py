@@ -330,11 +330,8 @@ def _confirm_one(
     it met where the final's, taken back to back, would give one. A config just measured waits
     for the next batch."""
     fresh = {canonical_json(c) for c in just_measured}
-    for rec in _valid_top(session, ds, CONFIRM_TOP):
-        if rec.config_key in fresh:
-            continue
-        if _remeasure(session, measure, [rec.config], 1 + CONFIRM_ROUNDS, fitting):
-            return
+    leaders = [r.config for r in _valid_top(session, ds, CONFIRM_TOP) if r.config_key not in fresh]
+    _remeasure(session, measure, leaders, 1 + CONFIRM_ROUNDS, fitting, at_most=1)
 
 
 def _remeasure(
@@ -343,14 +340,15 @@ def _remeasure(
     configs: list[dict[str, Any]],
     times: int,
     fitting: Callable[[int], int],
+    at_most: int | None = None,
 ) -> bool:
     """Measure once more (a re-measurement, not a trial) each of `configs` that this version
-    has measured fewer than `times` times, as many as the time left holds; False if none
-    needed it or none fit."""
+    has measured fewer than `times` times, the first `at_most` of them, as many as the time
+    left holds; False if none needed it or none fit."""
     db, wl, key = session.database, session.wl.name, session.target_key
     mine = db.records(wl, key, version=__version__, space=session.space)
     counts = Counter(r.config_key for r in mine if r.ok)
-    todo = [c for c in configs if counts[canonical_json(c)] < times]
+    todo = [c for c in configs if counts[canonical_json(c)] < times][:at_most]
     todo = todo[: fitting(len(todo))]
     if todo:
         measure(todo, lambda i, trace, res: session.commit(todo[i], trace, res, confirm=True))
