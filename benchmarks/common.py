@@ -59,13 +59,13 @@ def kernel_timer(
     placements, as the tuner's is over jobs that each load their inputs afresh."""
     from tensortune.build.kernel import pointer_array
     from tensortune.measure.timer import calibrate_number, time_function
-    from tensortune.memory import empty
+    from tensortune.memory import placed_copy
 
     placements = [list(arrays)]
 
     def timeit(repeat: int) -> list[float]:
         if fresh_placement:
-            placements.append([_placed_copy(a, empty) for a in arrays])
+            placements.append([placed_copy(a) for a in arrays])
         ptrs = pointer_array(placements[-1])
         number = calibrate_number(kernel.packed_address, ptrs, min_seconds)
         return time_function(kernel.packed_address, ptrs, number=number, repeat=repeat)
@@ -77,12 +77,6 @@ def feeds(kernel, wl, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The kernel's arguments for the workload's `inputs`: its constants (weights) packed once
     by the kernel's prepack when it has one, the inputs as they are otherwise."""
     return kernel.feeds({t.name: a for t, a in zip(wl.inputs, inputs, strict=True)})
-
-
-def _placed_copy(array: np.ndarray, empty) -> np.ndarray:
-    copy = empty(array.shape, array.dtype)
-    copy[...] = array
-    return copy
 
 
 def measure(contenders: list[Contender], repeat: int = 5, rounds: int = 6) -> dict[str, float]:

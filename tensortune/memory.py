@@ -45,8 +45,14 @@ def is_aligned(array: np.ndarray) -> bool:
 
 def aligned(array: np.ndarray) -> np.ndarray:
     """`array` itself if it is C-contiguous and aligned, else an aligned copy."""
-    if is_aligned(array):
-        return array
+    return array if is_aligned(array) else placed_copy(array)
+
+
+def placed_copy(array: np.ndarray) -> np.ndarray:
+    """A new aligned copy of `array`, on memory of its own: which physical pages an operand
+    lands on (hence which of its rows share cache sets) moves a kernel's time by several percent
+    from one allocation to the next, so a timing that is to hold for any placement takes its
+    median over copies placed afresh (see `measure.paired`)."""
     out = empty(array.shape, array.dtype)
     out[...] = array
     return out

@@ -133,6 +133,7 @@ def time_paired(
     max_retries: int = 2,
     max_seconds: float = math.inf,
     reference_floor: float = math.inf,
+    place: Callable[[], None] | None = None,
 ) -> PairedTiming:
     """Time CANDIDATE and REFERENCE in alternating blocks until their ratio is known well enough.
 
@@ -150,6 +151,12 @@ def time_paired(
     `reference_floor` too) is timed again however many times it takes. Past `max_seconds` of
     wall time, rounds are no longer timed again and the timing ends at `min_rounds`, or at the
     first stalled round with the rounds kept before it.
+
+    `place()`, when given, is called as each round starts, before `watch()`, to put the
+    kernels' operands on memory of their own for that round: a small kernel's time moves by
+    10-15% with where its operands land relative to its scratch buffers (a conv of 80 us: its
+    ratio to the default 0.80 in one process's placement, 0.89-0.95 in others), so the ratio is
+    a median over placements, as a re-timing in another process is.
     """
     if min_rounds < 1 or max_rounds < min_rounds:
         raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
@@ -161,6 +168,8 @@ def time_paired(
     deadline = time.monotonic() + max_seconds
     while True:
         order = (CANDIDATE, REFERENCE) if len(cand) % 2 == 0 else (REFERENCE, CANDIDATE)
+        if place is not None:
+            place()
         check = watch() if watch is not None else None
         blocks = {which: _as_block(time_block(which)) for which in order}
         spread = any(block.mean > SPREAD_LIMIT * block.low for block in blocks.values())

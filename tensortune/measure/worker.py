@@ -22,7 +22,7 @@ import numpy as np
 
 from ..build.kernel import ArgSpec, Kernel, pointer_array
 from ..errors import TensorTuneError
-from ..memory import aligned, empty
+from ..memory import aligned, empty, placed_copy
 from . import host
 from .paired import CANDIDATE, REFERENCE, Block, time_paired
 from .timer import calibrate_number, time_function, time_groups
@@ -55,14 +55,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         if problem is not None:
             where = f" on {label}" if label else ""
             return {"error_kind": "wrong_result", "error_msg": f"{problem}{where}"}
-    pointers = pointer_array([*feeds, *outputs])
+    operands = [*feeds, *outputs]
+    pointers = pointer_array(operands)
     timer = Path(job["timer"])
     number = job["number"] or calibrate_number(
         kernel.packed_address, pointers, job["min_repeat_seconds"], timer=timer
     )
     if job.get("baseline") is not None:
         budget = job["paired"]["max_seconds"] - (time.monotonic() - started)
-        return _time_paired(job, (kernel, pointers, number), inputs, args, timer, budget)
+        return _time_paired(job, (kernel, operands, number), inputs, args, timer, budget)
     spread = time_function(
         kernel.packed_address,
         pointers,
@@ -97,28 +98,34 @@ def _feeds(kernel: Kernel, entry: dict[str, Any], inputs: list[np.ndarray]) -> l
 
 def _time_paired(
     job: dict[str, Any],
-    candidate: tuple[Kernel, Any, int],
+    candidate: tuple[Kernel, list[np.ndarray], int],
     inputs: list[np.ndarray],
     args: list[ArgSpec],
     timer: Path,
     budget: float,
 ) -> dict[str, Any]:
-    """Time the candidate in alternation with the job's baseline kernel (see measure.paired);
-    a baseline without a signature of its own takes the candidate's."""
+    """Time the candidate in alternation with the job's baseline kernel (see measure.paired),
+    both on operands placed afresh each round; a baseline without a signature of its own takes
+    the candidate's."""
     entry = job["baseline"]
     baseline = _load(entry, _specs(entry["args"]) if "args" in entry else args)
-    base_feeds = _feeds(baseline, entry, inputs)
-    base_outputs = [_poisoned(spec) for spec in baseline.outputs]  # alive while timed
-    base_pointers = pointer_array([*base_feeds, *base_outputs])
+    base_outputs = [_poisoned(spec) for spec in baseline.outputs]
+    base_operands = [*_feeds(baseline, entry, inputs), *base_outputs]
     base_number = job["number"] or calibrate_number(
-        baseline.packed_address, base_pointers, job["min_repeat_seconds"], timer=timer
+        baseline.packed_address,
+        pointer_array(base_operands),
+        job["min_repeat_seconds"],
+        timer=timer,
     )
-    contenders = {CANDIDATE: candidate, REFERENCE: (baseline, base_pointers, base_number)}
-    for kernel, pointers, number in contenders.values():
+    kernels = {CANDIDATE: candidate, REFERENCE: (baseline, base_operands, base_number)}
+    placements = _Placements({which: operands for which, (_, operands, _) in kernels.items()})
+    for which, (kernel, _, number) in kernels.items():
+        pointers = placements.pointers(which)
         time_function(kernel.packed_address, pointers, number, 1, job["warmup"], timer=timer)
 
     def block(which: int) -> Block:
-        kernel, pointers, number = contenders[which]
+        kernel, _, number = kernels[which]
+        pointers = placements.pointers(which)
         mean, groups = time_groups(
             kernel.packed_address, pointers, number, flush_bytes=job["flush_bytes"], timer=timer
         )
@@ -131,7 +138,9 @@ def _time_paired(
     key = (entry["library"], entry["name"])
     paired = {**job["paired"], "max_seconds": budget}
     floor = _REFERENCE_FLOORS.get(key, float("inf"))
-    timing = time_paired(block, watch=watch, reference_floor=floor, **paired)
+    timing = time_paired(
+        block, watch=watch, reference_floor=floor, place=placements.renew, **paired
+    )
     _REFERENCE_FLOORS[key] = timing.reference_floor
     return {
         "spread": list(timing.candidate_seconds),
@@ -143,6 +152,37 @@ def _time_paired(
         "disturbed": timing.disturbed,
         "filtered": timing.filtered,
     }
+
+
+class _Placements:
+    """The operands of the kernels timed in a job, copied to memory of their own each round.
+
+    An operand both kernels read (the job's inputs) is copied once per round and shared, as it is
+    in the job; the copies of the last `KEPT` rounds stay alive, so a new round's cannot land on
+    the pages the previous round just freed."""
+
+    KEPT = 3
+
+    def __init__(self, operands: dict[int, list[np.ndarray]]) -> None:
+        self._originals = operands
+        self._rounds: list[dict[int, Any]] = []
+        self._current = {which: pointer_array(arrays) for which, arrays in operands.items()}
+
+    def pointers(self, which: int) -> Any:
+        """The packed argument array of `which` at the current placement."""
+        return self._current[which]
+
+    def renew(self) -> None:
+        copies: dict[int, np.ndarray] = {}
+        for arrays in self._originals.values():
+            for array in arrays:
+                if id(array) not in copies:
+                    copies[id(array)] = placed_copy(array)
+        placed = {
+            which: [copies[id(a)] for a in arrays] for which, arrays in self._originals.items()
+        }
+        self._rounds = [*self._rounds[1 - self.KEPT :], placed]
+        self._current = {which: pointer_array(arrays) for which, arrays in placed.items()}
 
 
 def _wrong(

@@ -196,3 +196,28 @@ def test_stalls_the_host_counters_missed_are_seen_in_the_spread_of_a_block() -> 
     assert timing.filtered == timing.rounds
     assert timing.ratio == pytest.approx(1.5, rel=0.03)
     assert time_paired(lambda which: block(which).mean).ratio < 1.0
+
+
+def test_each_round_is_timed_on_a_placement_of_its_own() -> None:
+    """A reference whose speed depends on where its operands land (0.85-1.15 of its mean): on
+    one placement the ratio is that placement's accident; placed afresh each round, it is the
+    median over placements, as a re-timing in another process measures it."""
+    rng = random.Random(3)
+    factor = [1.15]  # the placement a process happened to get first
+    events: list[str] = []
+
+    def block(which: int) -> float:
+        events.append("C" if which == CANDIDATE else "R")
+        return 0.9 if which == CANDIDATE else factor[0]
+
+    def place() -> None:
+        events.append("place")
+        factor[0] = rng.uniform(0.85, 1.15)
+
+    fixed = time_paired(block, min_rounds=15)
+    assert fixed.ratio == pytest.approx(0.9 / 1.15)
+    events.clear()
+    placed = time_paired(block, min_rounds=15, place=place)
+    assert placed.ratio == pytest.approx(0.9, rel=0.06)
+    assert events[:3] == ["place", "C", "R"] and events[3:6] == ["place", "R", "C"]
+    assert events.count("place") == placed.rounds

@@ -3,7 +3,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tensortune.measure.worker import compare
+from tensortune.measure.worker import _Placements, compare
+from tensortune.memory import is_aligned
 
 
 @given(
@@ -43,3 +44,21 @@ def test_integers_and_bools_compare_exactly():
 def test_shape_mismatch():
     message = compare(np.zeros(3), np.zeros(4), 1e-4, 1e-4)
     assert message == "reference has shape (4,) but the output has (3,)"
+
+
+def test_paired_timing_places_the_operands_afresh_each_round_keeping_shared_inputs_shared():
+    data = np.arange(2048, dtype=np.float32)
+    mine, theirs = np.zeros(2048, np.float32), np.zeros(2048, np.float32)
+    placements = _Placements({0: [data, mine], 1: [data, theirs]})
+    seen = []
+    for _ in range(_Placements.KEPT + 2):
+        placements.renew()
+        round_arrays = placements._rounds[-1]
+        assert round_arrays[0][0] is round_arrays[1][0]  # the input both kernels read
+        assert round_arrays[0][1] is not round_arrays[1][1]  # each kernel's own output
+        np.testing.assert_array_equal(round_arrays[0][0], data)
+        assert is_aligned(round_arrays[0][0])
+        assert placements.pointers(0)[0] == round_arrays[0][0].ctypes.data
+        seen.append(round_arrays[0][0].ctypes.data)
+    assert len(placements._rounds) == _Placements.KEPT
+    assert len(set(seen[-_Placements.KEPT :])) == _Placements.KEPT  # live copies never share
