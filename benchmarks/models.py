@@ -142,7 +142,7 @@ def run_model(name: str, args: argparse.Namespace, target: Target, db: Any) -> R
     module, inputs = build(name)
     proto, exporter = exported(name, module, inputs, args.exporter)
     graph = from_onnx(proto)
-    tasks = extract_tasks(graph)
+    tasks = extract_tasks(graph, args.layout, target)
     opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     print(
         f"\n{name} ({exporter} export, opset {opset}): {len(proto.graph.node)} ONNX nodes -> "
@@ -151,11 +151,11 @@ def run_model(name: str, args: argparse.Namespace, target: Target, db: Any) -> R
     )
     tuned = "-"
     if args.budget and not args.check:
-        result = tune_model(graph, budget=args.budget, db=db, target=target)
+        result = tune_model(graph, budget=args.budget, db=db, target=target, layout=args.layout)
         tuned = f"{result.seconds:.0f}"
         print(f"{name}: tuned {result.trials} trials in {result.seconds:.0f} s", flush=True)
     start = time.perf_counter()
-    model = compile_model(graph, db=db, target=target)
+    model = compile_model(graph, db=db, target=target, layout=args.layout)
     from_db = sum(u.tuned for u in model.kernels.values())
     print(
         f"{name}: compiled in {time.perf_counter() - start:.1f} s, {from_db} of "
@@ -243,6 +243,12 @@ def main() -> None:
     parser.add_argument("--db", default=None, help="tuning database (default: the user's)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--layout",
+        choices=("auto", "NCHW", "NHWC"),
+        default="auto",
+        help="the convs' layout (compile_model's; tuned and compiled alike)",
+    )
     parser.add_argument(
         "--check", action="store_true", help="only compare outputs: no tuning, no timing"
     )

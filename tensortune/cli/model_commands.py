@@ -67,6 +67,13 @@ def _common(p: argparse.ArgumentParser, db_option: Any, threads_option: Any) -> 
         metavar="NAME=D,D,...",
         help="concrete shape of an input with symbolic dimensions (repeatable)",
     )
+    p.add_argument(
+        "--layout",
+        choices=("auto", "NCHW", "NHWC"),
+        default="auto",
+        help="the convs' activation layout (default: auto, by the convs' channel counts); "
+        "tune and run with the same one",
+    )
 
 
 def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: Any) -> None:
@@ -155,7 +162,9 @@ def _compiled(args: argparse.Namespace, name: str | None = None) -> Any:
     from ..graph import compile_model
 
     target = detect_target(args.threads)
-    return compile_model(_graph(args), db=db_location(args.db), target=target, name=name)
+    return compile_model(
+        _graph(args), db=db_location(args.db), target=target, name=name, layout=args.layout
+    )
 
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
@@ -167,6 +176,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         db=db_location(args.db),
         target=detect_target(args.threads),
         strategy=args.strategy,
+        layout=args.layout,
     )
     tuned = sum(r.result is not None for r in result.tasks)
     print(

@@ -14,6 +14,7 @@ from ..te.expr import as_expr
 from .attributes import optional_ints, pool_geometry
 from .errors import ModelError
 from .ir import Graph, Node
+from .layout import nchw_shape
 
 Arg = Tensor | float
 Args = list[Arg | None]  # a node's operands; None for an omitted optional input
@@ -177,10 +178,11 @@ def lower_anchor(
             out, lambda *i: as_expr(_read(v, i)), name=f"{name}_expand", tag="transform"
         )
     x = _tensor(node, a, 0)
+    layout = node.attr("layout", "NCHW")  # NHWC: the layout planner's form (graph.layout)
     if op == "Conv":
         w = _tensor(node, a, 1)
-        kernel = w.shape[2:]
-        strides, dil, begin, end = pool_geometry(node, graph.values[node.inputs[0]].shape, kernel)
+        kernel = w.shape[2:] if layout == "NCHW" else w.shape[:2]
+        strides, dil, begin, end = pool_geometry(node, nchw_shape(x.shape, layout), kernel)
         pads = (begin[0], begin[1], end[0], end[1])
         y = ops.conv2d(
             x,
@@ -189,10 +191,12 @@ def lower_anchor(
             pads,
             (dil[0], dil[1]),
             node.attr("group", 1),
+            layout,
             name=f"{name}_conv",
         )
+        axis = 1 if layout == "NCHW" else 3
         return (
-            ops.bias_add(y, _tensor(node, a, 2), axis=1, name=f"{name}_bias")
+            ops.bias_add(y, _tensor(node, a, 2), axis=axis, name=f"{name}_bias")
             if len(a) > 2 and a[2] is not None
             else y
         )
@@ -223,13 +227,13 @@ def lower_anchor(
         raise _unsupported(node, f"operand shapes {x.shape} x {b.shape}")
     if op in ("MaxPool", "AveragePool"):
         kernel = node.attr("kernel_shape")
-        strides, dil, begin, end = pool_geometry(node, x.shape, kernel)
+        strides, dil, begin, end = pool_geometry(node, nchw_shape(x.shape, layout), kernel)
         if any(d != 1 for d in dil):
             raise _unsupported(node, "dilated pooling")
         pads = (begin[0], begin[1], end[0], end[1])
         if op == "MaxPool":
             return ops.max_pool2d(
-                x, tuple(kernel), (strides[0], strides[1]), pads, name=f"{name}_maxpool"
+                x, tuple(kernel), (strides[0], strides[1]), pads, layout, f"{name}_maxpool"
             )
         if node.attr("count_include_pad", 0) and any(pads):
             if node.attr("ceil_mode", 0):
@@ -237,10 +241,10 @@ def lower_anchor(
             x = ops.pad(x, (0, 0, pads[0], pads[1]), (0, 0, pads[2], pads[3]), name=f"{name}_pad")
             pads = (0, 0, 0, 0)
         return ops.avg_pool2d(
-            x, tuple(kernel), (strides[0], strides[1]), pads, name=f"{name}_avgpool"
+            x, tuple(kernel), (strides[0], strides[1]), pads, layout, f"{name}_avgpool"
         )
     if op == "GlobalAveragePool":
-        return ops.global_avg_pool(x, name=f"{name}_gap")
+        return ops.global_avg_pool(x, layout, name=f"{name}_gap")
     if op in REDUCE:
         axes = optional_ints(node, "axes", [consts.get(i) for i in node.inputs], 1) or None
         if axes is None and node.attr("noop_with_empty_axes", 0):

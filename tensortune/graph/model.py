@@ -253,6 +253,7 @@ def compile_model(
     shapes: Mapping[str, Sequence[int]] | None = None,
     name: str | None = None,
     prepack: bool = True,
+    layout: str = "auto",
 ) -> CompiledModel:
     """Compile a model (a Graph, an ONNX path or ModelProto) into a callable CompiledModel
     backed by one shared library.
@@ -267,13 +268,16 @@ def compile_model(
         name: the C prefix of the library's symbols (default: the graph's name).
         prepack: pack the weights once, when the model is loaded (False: every kernel packs
             its weights on every call, as a kernel tuned alone does).
+        layout: the convs' activation layout, "NCHW" (ONNX's), "NHWC" (channels innermost,
+            weights transposed once here) or "auto" (``graph.layout.choose_layout``); tune with
+            the same layout, since the kernels (and so the records) differ.
     """
     if not isinstance(graph, Graph):
         from .onnx_import import from_onnx
 
         graph = from_onnx(graph, shapes=shapes)
     target = target or Target.detect()
-    graph, plan = lower_graph(graph, constants=prepack)
+    graph, plan = lower_graph(graph, constants=prepack, layout=layout, target=target)
     prefix = c_name(name or graph.name)
     # calls share a kernel when they compute the same and the same inputs are weights: the
     # workload's name says both

@@ -66,10 +66,11 @@ def op_class(graph: Graph, group: Group) -> str:
     node = group.anchor
     if node.op != "Conv":
         return node.op
+    nhwc = node.attr("layout") == "NHWC"  # the layout planner's form: weights [R, S, C, K]
     weight = graph.values[node.inputs[1]].shape
-    window = "x".join(map(str, weight[2:]))
+    window = "x".join(map(str, weight[:2] if nhwc else weight[2:]))
     groups = int(node.attr("group", 1))
-    channels = graph.values[node.inputs[0]].shape[1]
+    channels = graph.values[node.inputs[0]].shape[3 if nhwc else 1]
     kind = " depthwise" if groups > 1 and groups == channels else " grouped" if groups > 1 else ""
     strides = set(node.attr("strides", None) or (1,))
     stride = f" s{max(strides)}" if strides != {1} else " s1"

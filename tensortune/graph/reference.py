@@ -343,9 +343,22 @@ OPS: dict[str, OpFn] = {
 }
 
 
+def _nhwc(node: Node, args: Arrays) -> list[np.ndarray]:
+    """A windowed op in the layout planner's NHWC form (``layout="NHWC"``): its NCHW
+    definition on the inputs transposed back (a conv's weights from ``[R, S, C/g, K]``)."""
+    back = [(0, 3, 1, 2), (3, 2, 0, 1)]
+    moved = [
+        None if v is None else v.transpose(back[k]) if k < 2 and v.ndim == 4 else v
+        for k, v in enumerate(args)
+    ]
+    return [v.transpose(0, 2, 3, 1) for v in OPS[node.op](node, moved)]
+
+
 def run_node(node: Node, args: Arrays) -> list[np.ndarray]:
     """The outputs of one node on NumPy arrays."""
     try:
+        if node.attr("layout") == "NHWC":
+            return _nhwc(node, args)
         return [np.asarray(v) for v in OPS[node.op](node, args)]
     except ModelError:
         raise

@@ -13,12 +13,15 @@ import numpy as np
 
 from .. import te
 from ..errors import DSLError
+from ..space.template import lanes_for
+from ..target import Target
 from ..te import Tensor
 from ..workload import Workload
 from .errors import ModelError
 from .fold import optimize
 from .fuse import ELEMENTWISE, Group, compute_shape, fuse
 from .ir import Graph, Node
+from .layout import plan_layout
 from .lower import Arg, lower_anchor, lower_elementwise, te_dtype
 from .reference import REDUCTIONS
 
@@ -173,8 +176,8 @@ def _flops(graph: Graph, group: Group) -> float:
     out = math.prod(graph.values[anchor.outputs[0]].shape)
     total = 0.0
     if anchor.op == "Conv":
-        w = graph.values[anchor.inputs[1]].shape
-        total = 2.0 * out * math.prod(w[1:])
+        w = graph.values[anchor.inputs[1]].shape  # [K, C/g, R, S] or NHWC's [R, S, C/g, K]
+        total = 2.0 * out * math.prod(w[1:] if anchor.attr("layout", "NCHW") == "NCHW" else w[:3])
     elif anchor.op in ("Gemm", "MatMul"):
         a = graph.values[anchor.inputs[0]].shape
         k = a[0] if anchor.op == "Gemm" and anchor.attr("transA", 0) else a[-1]
@@ -194,10 +197,19 @@ def weight_values(graph: Graph, groups: Sequence[Group]) -> set[str]:
     return weights
 
 
-def lower_graph(graph: Graph, constants: bool = True) -> tuple[Graph, list[Lowered | Group]]:
-    """The optimized graph and its steps: a Lowered per kernel group, its workload's inputs
-    bound to weights constant (unless ``constants`` is False), the Group for a view."""
+def lower_graph(
+    graph: Graph, constants: bool = True, layout: str = "auto", target: Target | None = None
+) -> tuple[Graph, list[Lowered | Group]]:
+    """The optimized graph, its convs in ``layout`` (``graph.layout.plan_layout``; "auto"
+    decides for ``target``, default this machine), and its steps: a Lowered per kernel group,
+    its workload's inputs bound to weights constant (unless ``constants`` is False), the Group
+    for a view."""
     graph = optimize(graph)
+    if layout == "auto":
+        target = target or Target.detect()
+        graph = plan_layout(graph, layout, lanes_for(target), target.vector_registers)
+    else:
+        graph = plan_layout(graph, layout)
     groups = fuse(graph)
     weights = weight_values(graph, groups) if constants else set()
     steps: list[Lowered | Group] = []
@@ -213,10 +225,10 @@ def lower_graph(graph: Graph, constants: bool = True) -> tuple[Graph, list[Lower
     return graph, steps
 
 
-def extract_tasks(graph: Graph) -> list[Task]:
-    """The unique kernels of a model (weights constant, as ``compile_model`` builds them), each
-    with its weight: how many times one run calls it."""
-    _, steps = lower_graph(graph)
+def extract_tasks(graph: Graph, layout: str = "auto", target: Target | None = None) -> list[Task]:
+    """The unique kernels of a model (weights constant, convs in ``layout``, as
+    ``compile_model`` builds them), each with its weight: how many times one run calls it."""
+    _, steps = lower_graph(graph, layout=layout, target=target)
     first: dict[str, Lowered] = {}
     count: dict[str, int] = {}
     for step in steps:

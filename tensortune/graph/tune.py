@@ -100,6 +100,7 @@ def tune_model(
     strategy: str = "model",
     seed: int | None = 0,
     verbose: bool = True,
+    layout: str = "auto",
 ) -> ModelTuneResult:
     """Tune every distinct kernel of ``model`` (a Graph, an ONNX path or ModelProto) within
     ``budget`` seconds, recording into ``db``; rerunning continues where the database left off.
@@ -110,13 +111,15 @@ def tune_model(
         shapes: concrete input shapes for an ONNX model with symbolic dimensions.
         strategy: the search strategy of each task (``tensortune.tune``'s).
         verbose: print a progress display and one line per task.
+        layout: the convs' layout (``compile_model``'s): the kernels tuned are the ones a
+            model compiled with the same layout runs.
     """
     if not isinstance(model, Graph):
         from .onnx_import import from_onnx
 
         model = from_onnx(model, shapes=shapes)
     target = target or Target.detect()
-    tasks = extract_tasks(model)
+    tasks = extract_tasks(model, layout, target)
     database = open_database(db)
     try:
         history = [_history(database, t, target) for t in tasks]

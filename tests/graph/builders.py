@@ -177,15 +177,18 @@ TOLERANCE = 1e-4
 """Max error relative to the output's largest magnitude (float32 sums in another order)."""
 
 
-def check_against_ort(model, target, seed: int = 0, feeds: dict[str, np.ndarray] | None = None):
-    """Compile ``model``, run it on ``feeds`` (default: seeded standard normals in each input's
-    dtype) and assert every output matches ONNX Runtime's; the compiled model."""
+def check_against_ort(
+    model, target, seed: int = 0, feeds: dict[str, np.ndarray] | None = None, **options
+):
+    """Compile ``model`` (``options`` for ``compile_model``), run it on ``feeds`` (default:
+    seeded standard normals in each input's dtype) and assert every output matches ONNX
+    Runtime's; the compiled model."""
     from tensortune.graph import compile_model, from_onnx
 
     g = from_onnx(model)
     rng = np.random.default_rng(seed)
     feeds = feeds or {v.name: rng.standard_normal(v.shape).astype(v.dtype) for v in g.inputs}
-    compiled = compile_model(g, target=target)
+    compiled = compile_model(g, target=target, **options)
     ours = compiled.run(feeds)
     theirs = run_ort(model, feeds)
     for info, value in zip(g.outputs, theirs, strict=True):

@@ -22,8 +22,10 @@ def test_resnet_block(target):
 
 
 def test_mobilenet_inverted_residual(target):
-    compiled = _check(builders.inverted_residual(), target)
+    compiled = _check(builders.inverted_residual(), target, layout="NCHW")
     assert len(compiled.steps) == 3
+    nhwc = _check(builders.inverted_residual(), target, layout="NHWC")
+    assert len(nhwc.steps) == 5  # the same three, a transpose in and one out
 
 
 def test_classifier_head(target):

@@ -17,8 +17,10 @@ from . import builders  # noqa: E402
 @pytest.fixture(scope="module")
 def block(target):
     """A MobileNetV2 block big enough (32 channels, 24x24, 6x expansion) that its kernels
-    dominate the Python call: a few hundred microseconds."""
-    return compile_model(builders.inverted_residual(c=32, hw=24, expand=6, out_c=32), target=target)
+    dominate the Python call: a few hundred microseconds. In NCHW: three kernels, no
+    transposes (tests/graph/test_layout.py profiles the NHWC form)."""
+    model = builders.inverted_residual(c=32, hw=24, expand=6, out_c=32)
+    return compile_model(model, target=target, layout="NCHW")
 
 
 def test_rows_cover_every_kernel_call(block):

@@ -196,3 +196,61 @@ def test_short_reductions_vectorize_output_rows(spec: str, axis: str, avx512_tar
     """A conv reducing over at most a vector's worth of inputs stores whole output lines."""
     default = design_space(tt.workload(spec), avx512_target).default
     assert default["vector_axis"] == axis
+
+
+@pytest.mark.parametrize(
+    ("spec", "tile"),
+    [
+        ("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1", (2, 7, "rsc")),  # two vectors x 7 pixels
+        ("conv2d:C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3", (2, 7, "crs")),  # the stem
+        ("conv2d:C=24,H=56,W=56,K=144,R=1,S=1", (3, 7, "rsc")),  # 144 = 3 x 48, not 2 x 32
+        ("conv2d:C=144,H=14,W=14,K=144,R=3,S=3,pad=1,groups=144", (3, 7, "crs")),  # depthwise
+        ("conv2d:C=32,H=16,W=16,K=24,R=1,S=1", (2, 8, "rsc")),  # ragged K: 24 < 2 x 16
+        ("conv2d:C=16,H=5,W=5,K=16,R=3,S=3,pad=1", (1, 5, "rsc")),  # a row shorter than 7
+    ],
+)
+def test_nhwc_default_tile(spec: str, tile: tuple[int, int, str], avx512_target) -> None:
+    """NHWC on 32 registers: 2 (or 3) vectors of output channels x 5-8 pixels of a row."""
+    default = design_space(tt.workload(f"{spec},layout=NHWC"), avx512_target).default
+    assert default["vector_axis"] == "columns" and default["lanes"] == 16
+    assert (default["vectors"], default["rows"], default["reduce_order"]) == tile
+
+
+def test_nhwc_default_on_narrow_register_files_is_unchanged() -> None:
+    avx2 = tt.Target.cross("avx2", num_threads=2)
+    spec = "conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1,layout=NHWC"
+    default = design_space(tt.workload(spec), avx2).default
+    assert (default["vectors"], default["lanes"], default["rows"]) == (4, 8, 2)
+
+
+NHWC_SPECS = [
+    "conv2d:C=3,H=23,W=21,K=20,R=7,S=7,stride=2,pad=3,layout=NHWC,epilogue=bias+relu",
+    "conv2d:C=19,H=9,W=13,K=37,R=3,S=3,pad=1,layout=NHWC,epilogue=bias+relu",  # ragged C, K
+    "conv2d:C=33,H=6,W=9,K=144,R=1,S=1,layout=NHWC,epilogue=relu",
+    "conv2d:C=21,H=11,W=11,K=21,R=3,S=3,stride=2,pad=1,groups=21,layout=NHWC,epilogue=bias+relu",
+    "conv2d:C=18,H=7,W=3,K=36,R=5,S=5,pad=2,groups=18,layout=NHWC",  # channel multiplier 2
+    "conv2d:C=12,H=9,W=9,K=30,R=3,S=3,pad=1,groups=3,layout=NHWC",  # grouped
+]
+
+
+@pytest.mark.parametrize("spec", NHWC_SPECS)
+def test_nhwc_defaults_match_numpy(spec: str, target) -> None:
+    """The default, and with the channel blocks outside the pixel loops (or inside)."""
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    inputs = wl.random_inputs(0)
+    flip = {"channels_outer": not ds.default["channels_outer"]}
+    for config in (ds.default, {**ds.default, **flip}):
+        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
+        got = kernel(*inputs)
+        np.testing.assert_allclose(got, wl.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_nhwc_channel_blocks_outer_where_weights_outgrow_l2(avx512_target) -> None:
+    big = "conv2d:C=512,H=7,W=7,K=512,R=3,S=3,pad=1,layout=NHWC"  # 9.4 MB of weights
+    default = design_space(tt.workload(big), avx512_target).default
+    assert default["channels_outer"] and default["parallel_fuse"]
+    small = "conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1,layout=NHWC"  # 147 KB
+    assert not design_space(tt.workload(small), avx512_target).default["channels_outer"]
+    nchw = design_space(tt.workload(big.replace(",layout=NHWC", "")), avx512_target)
+    assert "channels_outer" not in nchw.space.names  # every NCHW record stays a point
