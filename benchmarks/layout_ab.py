@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
-from models import TOLERANCE, ort_session, relative_error
+from models import beside_ort, ort_session
 from torch_models import MODELS, build, export_onnx, input_names
 
 from tensortune.graph import compile_model, from_onnx
@@ -52,15 +52,8 @@ def main() -> None:
         want = session.run(None, feeds)[0]
         graph = from_onnx(proto)
         auto = choose_layout(optimize(graph), lanes_for(target), target.vector_registers)
-        contenders = []
-        for layout in LAYOUTS:
-            model = compile_model(graph, target=target, layout=layout)
-            error = relative_error(model.run(feeds)[model.outputs[0].name], want)
-            if error >= TOLERANCE:
-                raise SystemExit(f"{name} [{layout}]: WRONG against ONNX Runtime ({error:.1e})")
-            contenders.append(common.Contender(layout, lambda m=model, f=feeds: m.run(f)))
-        contenders.append(common.Contender("ort", lambda s=session, f=feeds: s.run(None, f)))
-        times = common.rounds_of(contenders, rounds=args.rounds)
+        builds = {layout: compile_model(graph, target=target, layout=layout) for layout in LAYOUTS}
+        times = beside_ort(name, builds, feeds, want, session, args.rounds)
         ms = {c: statistics.median(t) * 1e3 for c, t in times.items()}
         print(
             f"{name} ({args.threads} threads, {args.rounds} rounds; auto picks {auto}): "

@@ -82,6 +82,22 @@ def relative_error(got: Any, want: np.ndarray) -> float:
     return error if math.isfinite(error) else math.inf
 
 
+def beside_ort(
+    name: str, builds: dict[str, Any], feeds: dict, want: np.ndarray, session: Any, rounds: int
+) -> dict[str, list[float]]:
+    """Each compiled model of ``builds`` (checked against ONNX Runtime's ``want`` first) and
+    ONNX Runtime (``"ort"``) timed in ``rounds`` interleaved rounds: an A/B of two builds of
+    one model beside the peer, in one process."""
+    contenders = []
+    for label, model in builds.items():
+        error = relative_error(model.run(feeds)[model.outputs[0].name], want)
+        if error >= TOLERANCE:
+            raise SystemExit(f"{name} [{label}]: WRONG against ONNX Runtime ({error:.1e})")
+        contenders.append(common.Contender(label, lambda m=model, f=feeds: m.run(f)))
+    contenders.append(common.Contender("ort", lambda s=session, f=feeds: s.run(None, f)))
+    return common.rounds_of(contenders, rounds=rounds)
+
+
 def why(exc: Exception) -> str:
     """An exception in one line."""
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"

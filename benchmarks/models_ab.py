@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 from conv_ab import conv_module_at
-from models import TOLERANCE, ort_session, relative_error
+from models import beside_ort, ort_session
 from torch_models import MODELS, build, export_onnx, input_names
 
 from tensortune.graph import compile_model, from_onnx
@@ -62,14 +62,7 @@ def main() -> None:
             "old": compiled(proto, target, old_space),
             "new": compiled(proto, target, new_space),
         }
-        contenders = []
-        for label, model in models.items():
-            error = relative_error(model.run(feeds)[model.outputs[0].name], want)
-            if error >= TOLERANCE:
-                raise SystemExit(f"{name} [{label}]: WRONG against ONNX Runtime ({error:.1e})")
-            contenders.append(common.Contender(label, lambda m=model, f=feeds: m.run(f)))
-        contenders.append(common.Contender("ort", lambda s=session, f=feeds: s.run(None, f)))
-        times = common.rounds_of(contenders, rounds=args.rounds)
+        times = beside_ort(name, models, feeds, want, session, args.rounds)
         ms = {c: statistics.median(t) * 1e3 for c, t in times.items()}
         print(
             f"{name} ({args.threads} threads, {args.rounds} rounds, base {args.base}): "
