@@ -14,14 +14,12 @@ layout "auto" picks for the model.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
-from models import beside_ort, ort_session
-from torch_models import MODELS, build, export_onnx, input_names
+from models import ab_model, ab_summary, beside_ort
 
 from tensortune.graph import compile_model, from_onnx
 from tensortune.graph.fold import optimize
@@ -43,26 +41,14 @@ def main() -> None:
     common.limit_threads(args.threads)
     target = Target.detect(num_threads=args.threads)
     for name in args.models.split(","):
-        if name not in MODELS:
-            raise SystemExit(f"unknown model {name}; known: {', '.join(MODELS)}")
-        module, inputs = build(name)
-        proto = export_onnx(module, inputs, "torchscript")
-        feeds = {n: t.numpy() for n, t in zip(input_names(module), inputs, strict=True)}
-        session = ort_session(proto, args.threads)
-        want = session.run(None, feeds)[0]
+        proto, feeds, session, want = ab_model(name, args.threads)
         graph = from_onnx(proto)
         auto = choose_layout(optimize(graph), lanes_for(target), target.vector_registers)
         builds = {layout: compile_model(graph, target=target, layout=layout) for layout in LAYOUTS}
         times = beside_ort(name, builds, feeds, want, session, args.rounds)
-        ms = {c: statistics.median(t) * 1e3 for c, t in times.items()}
         print(
             f"{name} ({args.threads} threads, {args.rounds} rounds; auto picks {auto}): "
-            f"NCHW {ms['NCHW']:.3f} ms, NHWC {ms['NHWC']:.3f} ms, ORT {ms['ort']:.3f} ms; "
-            f"NHWC/NCHW {common.paired_ratio(times, 'NHWC', 'NCHW'):.2f} "
-            f"(+-{common.noise(times, 'NHWC', 'NCHW'):.0%}), "
-            f"ORT/NCHW {common.paired_ratio(times, 'ort', 'NCHW'):.2f}, "
-            f"ORT/NHWC {common.paired_ratio(times, 'ort', 'NHWC'):.2f} "
-            f"(+-{common.noise(times, 'ort', 'NHWC'):.0%})",
+            + ab_summary(times, "NCHW", "NHWC"),
             flush=True,
         )
 

@@ -82,6 +82,18 @@ def relative_error(got: Any, want: np.ndarray) -> float:
     return error if math.isfinite(error) else math.inf
 
 
+def ab_model(name: str, threads: int) -> tuple[Any, dict, Any, np.ndarray]:
+    """What an A/B of two builds of model ``name`` starts from: its torchscript ONNX export,
+    the feeds, an ONNX Runtime session on ``threads`` threads and its output (the truth)."""
+    if name not in MODELS:
+        raise SystemExit(f"unknown model {name}; known: {', '.join(MODELS)}")
+    module, inputs = build(name)
+    proto = export_onnx(module, inputs, "torchscript")
+    feeds = {n: t.numpy() for n, t in zip(input_names(module), inputs, strict=True)}
+    session = ort_session(proto, threads)
+    return proto, feeds, session, session.run(None, feeds)[0]
+
+
 def beside_ort(
     name: str, builds: dict[str, Any], feeds: dict, want: np.ndarray, session: Any, rounds: int
 ) -> dict[str, list[float]]:
@@ -96,6 +108,20 @@ def beside_ort(
         contenders.append(common.Contender(label, lambda m=model, f=feeds: m.run(f)))
     contenders.append(common.Contender("ort", lambda s=session, f=feeds: s.run(None, f)))
     return common.rounds_of(contenders, rounds=rounds)
+
+
+def ab_summary(times: dict[str, list[float]], old: str, new: str) -> str:
+    """``beside_ort``'s times as one line: each build's and ORT's median, and the paired ratios
+    new/old, ORT/old and ORT/new with their noise."""
+    ms = {c: statistics.median(t) * 1e3 for c, t in times.items()}
+    return (
+        f"{old} {ms[old]:.3f} ms, {new} {ms[new]:.3f} ms, ORT {ms['ort']:.3f} ms; "
+        f"{new}/{old} {common.paired_ratio(times, new, old):.2f} "
+        f"(+-{common.noise(times, new, old):.0%}), "
+        f"ORT/{old} {common.paired_ratio(times, 'ort', old):.2f}, "
+        f"ORT/{new} {common.paired_ratio(times, 'ort', new):.2f} "
+        f"(+-{common.noise(times, 'ort', new):.0%})"
+    )
 
 
 def why(exc: Exception) -> str:

@@ -13,15 +13,13 @@ the medians, and the paired ratios new/old and ORT/new (ORT's speed over ours: a
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 from conv_ab import conv_module_at
-from models import beside_ort, ort_session
-from torch_models import MODELS, build, export_onnx, input_names
+from models import ab_model, ab_summary, beside_ort
 
 from tensortune.graph import compile_model, from_onnx
 from tensortune.space import registry
@@ -52,26 +50,15 @@ def main() -> None:
     old_space = conv_module_at(args.base).conv_space
     new_space = registry.TEMPLATES["conv2d"]
     for name in args.models.split(","):
-        assert name in MODELS, f"unknown model {name}"
-        module, inputs = build(name)
-        proto = export_onnx(module, inputs, "torchscript")
-        feeds = {n: t.numpy() for n, t in zip(input_names(module), inputs, strict=True)}
-        session = ort_session(proto, args.threads)
-        want = session.run(None, feeds)[0]
+        proto, feeds, session, want = ab_model(name, args.threads)
         models = {
             "old": compiled(proto, target, old_space),
             "new": compiled(proto, target, new_space),
         }
         times = beside_ort(name, models, feeds, want, session, args.rounds)
-        ms = {c: statistics.median(t) * 1e3 for c, t in times.items()}
         print(
             f"{name} ({args.threads} threads, {args.rounds} rounds, base {args.base}): "
-            f"old {ms['old']:.2f} ms, new {ms['new']:.2f} ms, ORT {ms['ort']:.2f} ms; "
-            f"new/old {common.paired_ratio(times, 'new', 'old'):.2f} "
-            f"(+-{common.noise(times, 'new', 'old'):.0%}), "
-            f"ORT/old {common.paired_ratio(times, 'ort', 'old'):.2f}, "
-            f"ORT/new {common.paired_ratio(times, 'ort', 'new'):.2f} "
-            f"(+-{common.noise(times, 'ort', 'new'):.0%})",
+            + ab_summary(times, "old", "new"),
             flush=True,
         )
 
