@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..codegen.scratch import MODEL_WORKSPACE
 from ..dtype import dtype
 from ..te.tensor import sanitize
 from .ir import Graph, ValueInfo
@@ -84,6 +85,7 @@ def entry_source(
         "",
         *(_prototype(c) for c in functions.values()),
         "",
+        MODEL_WORKSPACE,
         *_prepack_source(model, places, prepacks),
         "",
         "static double tt_now(void) {",

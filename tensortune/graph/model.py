@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import arg_specs, backend_for
+from ..codegen.scratch import WORKSPACE_FLAG
 from ..errors import EnvironmentFailure, TensorTuneError
 from ..schedule import Schedule
 from ..space import DesignSpace
@@ -80,7 +81,7 @@ def build_unit(wl: Workload, db: Any, target: Target, name: str) -> KernelUnit:
         try:
             schedule, from_db = attempt()
             source, split = backend.generate_prepacked(schedule, name, wl.constants)
-            flags = tuple(backend.flags(schedule))
+            flags = (*backend.flags(schedule), WORKSPACE_FLAG)
             obj = compile_object(source, flags, target)
         except EnvironmentFailure:
             raise

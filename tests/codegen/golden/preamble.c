@@ -8,6 +8,13 @@
 #include <arm_neon.h>
 #endif
 
+#ifdef TT_MODEL_WORKSPACE
+/* Scratch buffers come from the model's workspace (its entry point), shared by its kernels. */
+void* tt_workspace_alloc(size_t bytes);
+void tt_workspace_free(void* p);
+static inline void* tt_alloc(size_t bytes) { return tt_workspace_alloc(bytes); }
+static inline void tt_free(void* p, size_t bytes) { (void)bytes; tt_workspace_free(p); }
+#else
 /* Scratch buffers outlive the call: each thread keeps the last blocks it freed and takes one of
    the same size back on the next call, so a kernel's speed never depends on the caller's malloc
    state (glibc maps fresh, faulting pages for every large block until its threshold moves: one
@@ -39,6 +46,7 @@ static inline void tt_free(void* p, size_t bytes) {
   tt_scratch[slot] = p;
   tt_scratch_bytes[slot] = (bytes + 63) / 64 * 64;
 }
+#endif
 static inline int32_t tt_floordiv_i32(int32_t a, int32_t b) {
   int32_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
