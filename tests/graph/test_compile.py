@@ -55,13 +55,18 @@ def test_single_input_call_and_errors(target):
     x = np.random.default_rng(0).standard_normal((1, 16, 4, 4)).astype(np.float32)
     y = compiled(x)
     assert y.shape == (1, 10)
-    np.testing.assert_array_equal(compiled(x), y)  # repeatable, fresh arrays
+    np.testing.assert_array_equal(compiled(x), y)  # repeatable
+    other = compiled(2 * x)  # each call's output is an array of its own
+    assert other is not y and not np.shares_memory(other, y)
+    np.testing.assert_array_equal(compiled(x), y)
     with pytest.raises(ModelError, match=r"input 'x' must be \(1, 16, 4, 4\) float32"):
         compiled(x[:, :8])
     with pytest.raises(ModelError, match="float32, got"):
         compiled(x.astype(np.float64))
-    with pytest.raises(ModelError, match="missing"):
+    with pytest.raises(ModelError, match=r"missing \['x'\]"):
         compiled.run({})
+    with pytest.raises(ModelError, match=r"unknown \['y'\]"):
+        compiled.run({"x": x, "y": x})
 
 
 def test_call_with_a_mapping(target):
