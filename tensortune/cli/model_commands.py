@@ -71,7 +71,7 @@ def _common(p: argparse.ArgumentParser, db_option: Any, threads_option: Any) -> 
         "--layout",
         choices=("auto", "NCHW", "NHWC"),
         default="auto",
-        help="the convs' activation layout (default: auto, by the convs' channel counts); "
+        help="the convs' activation layout (default: auto, by the convs' work and shapes); "
         "tune and run with the same one",
     )
 

@@ -292,22 +292,31 @@ def _conv_work(graph: Graph, lanes: int) -> tuple[float, float]:
     return total, suited
 
 
-def choose_layout(graph: Graph, lanes: int, registers: int = 32) -> str:
-    """The layout ``"auto"`` picks: NHWC on a target of 32 vector registers when at least half
-    of the convs' multiply-adds are in 1x1 and grouped (depthwise) convs of a vector's worth of
-    output channels or more (``lanes`` floats), NCHW otherwise (no convs; dense 3x3 convs; a
-    target whose NHWC defaults were not measured).
+LARGE_CONV_WORK = 1e8
+"""Multiply-adds of a model's convs from which NHWC's packed tiles pay on any conv mix: a
+real CNN's (ResNet-18 1.8e9, MobileNetV2 3e8); DQN's 8e6 convs ran faster in NCHW."""
 
-    Measured on Zen 5 (AVX-512), one thread, untuned, the layouts timed in interleaved rounds
-    in one process (``benchmarks/layout_ab.py --threads 1 --rounds 10``): MobileNetV2 (most
-    of its work in 1x1 convs, depthwise the rest) ran in 0.72x the NCHW time in NHWC (3.30 vs
-    4.56 ms; ONNX Runtime 3.51); ResNet-18 (3x3 convs) 1.21x (19.15 vs 15.88 ms); DQN (8x8
-    and 4x4 strided convs of 4-64 channels) as fast (0.99x, 0.135 ms). Alone, NHWC's 1x1
-    convs ran 0.53-0.82x and its depthwise convs 0.31-0.46x the NCHW defaults' time, its dense
-    3x3 ones 0.75-1.25x; inside ResNet-18 they lose to NCHW's packed channel tiles.
+
+def choose_layout(graph: Graph, lanes: int, registers: int = 32) -> str:
+    """The layout ``"auto"`` picks: NHWC on a target of 32 vector registers when the convs
+    do at least ``LARGE_CONV_WORK`` multiply-adds, or at least half of their multiply-adds are
+    in 1x1 and grouped (depthwise) convs of a vector's worth of output channels or more
+    (``lanes`` floats); NCHW otherwise (no convs; a few small convs; a target whose NHWC
+    defaults were not measured).
+
+    Measured on Zen 5 (AVX-512), untuned, the layouts timed in interleaved rounds in one
+    process (``benchmarks/layout_ab.py``), with NHWC's weights packed into output-channel
+    panels: ResNet-18 (3x3 convs) ran in 0.96x the NCHW time in NHWC at 2 threads and at 1
+    (7.79 vs 8.06 ms, ONNX Runtime 7.80; 14.95 vs 15.58 ms), MobileNetV2 (mostly 1x1 and
+    depthwise convs) in 0.71x (1.69 vs 2.41 ms, ORT 1.83) and 0.69x; DQN (8x8 and 4x4 strided
+    convs of 4-64 channels) 1.05x at 2 threads, 0.92x at 1: a few microseconds, mostly outside
+    its convs. Inside ResNet-18 NHWC's 3x3 convs ran 0.9-1.0x NCHW's packed channel tiles'
+    time, its stem 0.9x, its strided 1x1 convs 0.6x.
     """
     total, suited = _conv_work(graph, lanes)
-    return "NHWC" if registers >= 32 and total and suited >= 0.5 * total else "NCHW"
+    if registers < 32 or not total:
+        return "NCHW"
+    return "NHWC" if total >= LARGE_CONV_WORK or suited >= 0.5 * total else "NCHW"
 
 
 def plan_layout(graph: Graph, layout: str = "auto", lanes: int = 16, registers: int = 32) -> Graph:

@@ -157,14 +157,17 @@ DENSE = [(3, 32, 3, 1), (32, 32, 3, 1), (32, 64, 3, 1), (64, 64, 1, 1)]
 
 
 def test_auto_rule():
-    """NHWC where most of the work is 1x1 and depthwise convs, on 32 registers."""
+    """NHWC on 32 registers where most of the work is 1x1 and depthwise convs, or the convs
+    are a real CNN's work."""
 
-    def picks(layers, lanes=16, registers=32):
-        return choose_layout(optimize(from_onnx(_convs(layers))), lanes, registers)
+    def picks(layers, lanes=16, registers=32, hw=8):
+        return choose_layout(optimize(from_onnx(_convs(layers, hw))), lanes, registers)
 
     assert picks(MOBILE) == "NHWC"
     assert picks(MOBILE, 8, 16) == "NCHW"  # AVX2: NHWC's defaults not measured there
     assert picks(DENSE) == "NCHW"
+    assert picks(DENSE, hw=224) == "NHWC"  # 1.6e9 multiply-adds
+    assert picks(DENSE, 8, 16, hw=224) == "NCHW"
     assert picks([(16, 8, 1, 1), (8, 8, 1, 1)]) == "NCHW"  # under a vector of channels
     assert picks([(16, 8, 1, 1), (8, 8, 1, 1)], lanes=8) == "NHWC"
     assert choose_layout(optimize(from_onnx(builders.encoder_layer())), 16) == "NCHW"

@@ -254,3 +254,91 @@ def test_nhwc_channel_blocks_outer_where_weights_outgrow_l2(avx512_target) -> No
     assert not design_space(tt.workload(small), avx512_target).default["channels_outer"]
     nchw = design_space(tt.workload(big.replace(",layout=NHWC", "")), avx512_target)
     assert "channels_outer" not in nchw.space.names  # every NCHW record stays a point
+
+
+PACK_SPECS = [
+    "conv2d:C=19,H=9,W=13,K=37,R=3,S=3,pad=1,layout=NHWC,epilogue=bias+relu",  # ragged C, K
+    "conv2d:C=21,H=11,W=12,K=50,R=3,S=3,stride=2,pad=1,layout=NHWC",
+    "conv2d:C=33,H=6,W=9,K=20,R=1,S=1,layout=NHWC,epilogue=relu",
+    "conv2d:C=13,H=10,W=11,K=24,R=1,S=1,stride=2,layout=NHWC,epilogue=bias+relu",
+    "conv2d:C=12,H=9,W=9,K=30,R=3,S=3,pad=1,groups=3,layout=NHWC",  # grouped
+]
+PACK_TILES: list[dict[str, object]] = [
+    {},
+    {"reduce_order": "crs", "inline_pad": True},
+    {"rows": 3, "vectors": 2, "lanes": 8, "channels_outer": True, "parallel_fuse": True},
+]
+
+
+def _runnable(isa: str) -> tt.Target:
+    """A 2-thread target for ``isa`` whose kernels this CPU runs (else the test is skipped)."""
+    try:
+        return tt.Target.detect(num_threads=2, isa=isa)
+    except tt.TensorTuneError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+@pytest.mark.parametrize("spec", PACK_SPECS)
+def test_nhwc_packed_weights_match_numpy(spec: str, isa: str) -> None:
+    """Weight panels for channel counts off the vector width, strides 1 and 2, 1x1 and 3x3,
+    both reduce orders, channel blocks inside or outside the pixel loops."""
+    target = _runnable(isa)
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    assert ds.space.knob("pack_weights").choices == (False, True)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    checked = 0
+    for tile in PACK_TILES:
+        config = {**ds.default, **tile, "pack_weights": True}
+        if not ds.space.is_valid(config):
+            continue
+        source, _ = build_source(ds.schedule(config), "conv2d", target)
+        assert "W_pack[" in source
+        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
+        np.testing.assert_allclose(kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(tile))
+        checked += 1
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_nhwc_packed_tile_reads_one_contiguous_weight_stream(isa: str) -> None:
+    """The tile's innermost reduce loop (c, rsc order) steps its panel by one tile width: the
+    weight loads run along memory, not K floats apart as in the unpacked NHWC weights."""
+    target = tt.Target.cross(isa, num_threads=2)
+    wl = tt.workload("conv2d:C=64,H=7,W=7,K=96,R=3,S=3,pad=1,layout=NHWC")
+    ds = design_space(wl, target)
+    lanes = 16 if isa == "avx512" else 8
+    config = {**ds.default, "vectors": 2, "lanes": lanes, "rows": 3, "reduce_order": "rsc"}
+    config["pack_weights"] = True
+    source, _ = build_source(ds.schedule(config), "conv2d", target)
+    load = f"tt_load_f32x{lanes}(&W_pack[c * {2 * lanes} + "
+    assert load in source
+    plain, _ = build_source(ds.schedule({**config, "pack_weights": False}), "conv2d", target)
+    assert "W_pack" not in plain and f"tt_load_f32x{lanes}(&W[c * 96 + " in plain
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_nhwc_defaults_pack_dense_weights(isa: str) -> None:
+    """Dense NHWC convs read weight panels by default; depthwise ones their few weights."""
+    cross = tt.Target.cross(isa, num_threads=2)
+    dense = "conv2d:C=512,H=7,W=7,K=512,R=3,S=3,pad=1,layout=NHWC,epilogue=bias+relu"
+    assert design_space(tt.workload(dense), cross).default["pack_weights"]
+    depthwise = "conv2d:C=96,H=14,W=14,K=96,R=3,S=3,pad=1,groups=96,layout=NHWC"
+    assert not design_space(tt.workload(depthwise), cross).default["pack_weights"]
+    nchw = design_space(tt.workload(dense.replace(",layout=NHWC", "")), cross)
+    assert "pack_weights" not in nchw.space.names  # every NCHW record stays a point
+
+
+def test_nhwc_configs_from_before_the_pack_knob_still_build(target) -> None:
+    """A config without ``pack_weights`` (recorded before the knob) builds the unpacked tile."""
+    wl = tt.workload("conv2d:C=19,H=9,W=13,K=37,R=3,S=3,pad=1,layout=NHWC,epilogue=bias+relu")
+    ds = design_space(wl, target)
+    old = {k: v for k, v in ds.default.items() if k != "pack_weights"}
+    schedule = ds.build(old)
+    source, _ = build_source(schedule, "conv2d", target)
+    assert "W_pack" not in source
+    inputs = wl.random_inputs(0)
+    kernel = tt.compile(wl, schedule=ds.build(old), target=target)
+    np.testing.assert_allclose(kernel(*inputs), wl.reference(inputs), rtol=1e-4, atol=1e-4)
