@@ -149,14 +149,17 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    op, attrs = wl.op, dict[str, Any]()
-    if params.get("epilogue") is not None:
-        return None
+    op, epilogue = wl.op, params.get("epilogue")
+    names = [f"in{i}" for i in range(len(inputs))]
+    operands = names[:-1] if epilogue is not None and epilogue.startswith("bias+") else names
+    attrs: dict[str, Any] = {}
     if op in ("matmul", "batch_matmul"):
         node = "MatMul"
+    elif op == "dense":  # X @ W.T: ONNX Runtime's Gemm reads W [N, K] as it is
+        node, attrs = "Gemm", {"transB": 1}
     elif op in _CONVS and params["layout"] == "NCHW":
         s, p, d = params["stride"], params["pad"], params["dilation"]
-        node = "Conv"
+        node, operands = "Conv", names  # a bias is the Conv's third input
         attrs = {"strides": [s, s], "pads": [p] * 4, "dilations": [d, d]}
         attrs["group"] = params["groups"]
     elif op == "maxpool2d" and params["layout"] == "NCHW":
@@ -169,13 +172,23 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
         node, attrs = "LayerNormalization", {"axis": -1, "epsilon": 1e-5}
     else:
         return None
-    names = [f"in{i}" for i in range(len(inputs))]
+    # the epilogue as ONNX writes it (bias Add, then Relu or the erf Gelu of opset 20), which
+    # ONNX Runtime fuses into the GEMM where it can
+    nodes, last = [helper.make_node(node, operands, ["y0"], **attrs)], "y0"
+    if operands != names:
+        nodes.append(helper.make_node("Add", [last, names[-1]], ["y1"]))
+        last = "y1"
+    if epilogue is not None:
+        act = "Relu" if epilogue.endswith("relu") else "Gelu"
+        nodes.append(helper.make_node(act, [last], ["y2"]))
+        last = "y2"
+    nodes[-1].output[0] = "out"
     # the workload's constants (weights) are initializers, which ONNX Runtime packs once, as
     # tensortune's kernel does with them
     fixed = {f"in{i}" for i, t in enumerate(wl.inputs) if t.name in wl.constants}
     floats = TensorProto.FLOAT
     graph = helper.make_graph(
-        [helper.make_node(node, names, ["out"], **attrs)],
+        nodes,
         "peer",
         [
             helper.make_tensor_value_info(n, floats, list(x.shape))
@@ -189,8 +202,8 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
             if n in fixed
         ],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
     onnx.checker.check_model(model)
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1

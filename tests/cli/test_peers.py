@@ -18,6 +18,25 @@ def test_onnxruntime_computes_the_conv_with_or_without_constant_weights(constant
     np.testing.assert_allclose(run(), wl.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "spec, constants",
+    [
+        ("dense:M=3,N=5,K=4", ["W"]),
+        ("dense:M=1,N=6,K=4,epilogue=bias+gelu", ["W", "bias"]),
+        ("matmul:M=3,N=5,K=4,epilogue=relu", []),
+        ("batch_matmul:B=2,M=3,N=5,K=4,epilogue=bias+relu", []),
+        ("conv2d:C=5,H=9,W=9,K=7,R=3,S=3,pad=1,epilogue=bias+gelu", ["W", "bias"]),
+    ],
+)
+def test_onnxruntime_runs_dense_layers_and_fused_epilogues(spec, constants):
+    """The GEMM rows of the models suite (dense on [N, K] weights, bias and activation after)
+    have ONNX Runtime beside them, not only NumPy and PyTorch."""
+    wl = tt.workload(spec).with_constants(constants)
+    inputs = wl.random_inputs(0)
+    run = peers_for(wl, inputs, threads=1)["onnxruntime"]
+    np.testing.assert_allclose(run(), wl.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
 def test_constant_weights_are_initializers_not_feeds(monkeypatch):
     import onnxruntime as ort
 
