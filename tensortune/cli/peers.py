@@ -114,18 +114,24 @@ def _torch(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) -> Pee
     torch.set_num_threads(threads)
     t = [torch.from_numpy(x) for x in inputs]
     op, epilogue = wl.op, params.get("epilogue")
+    # a bias is the last input; PyTorch's own layers take it in the call (addmm, linear, conv)
+    bias = t[-1] if epilogue is not None and epilogue.startswith("bias+") else None
     call: Peer | None = None
-    if op in ("matmul", "batch_matmul") and epilogue is None:
-        call = lambda: torch.matmul(t[0], t[1])  # noqa: E731
-    elif op == "matmul" and epilogue in ("bias+gelu", "bias+relu"):
-        act = F.gelu if epilogue == "bias+gelu" else F.relu
-        call = lambda: act(torch.addmm(t[2], t[0], t[1]))  # noqa: E731
-    elif op == "dense" and epilogue is None:
-        call = lambda: F.linear(t[0], t[1])  # noqa: E731
-    elif op in _CONVS and params["layout"] == "NCHW" and epilogue is None:
+    if op == "matmul" and bias is not None:
+        call = lambda: torch.addmm(bias, t[0], t[1])  # noqa: E731
+    elif op in ("matmul", "batch_matmul"):
+
+        def product() -> Any:
+            out = torch.matmul(t[0], t[1])
+            return out if bias is None else out + bias
+
+        call = product
+    elif op == "dense":
+        call = lambda: F.linear(t[0], t[1], bias)  # noqa: E731
+    elif op in _CONVS and params["layout"] == "NCHW":
         kw = {"stride": params["stride"], "padding": params["pad"]}
         kw |= {"dilation": params["dilation"], "groups": params["groups"]}
-        call = lambda: F.conv2d(t[0], t[1], **kw)  # noqa: E731
+        call = lambda: F.conv2d(t[0], t[1], bias, **kw)  # noqa: E731
     elif op == "maxpool2d" and params["layout"] == "NCHW":
         window, stride, pad = (params["R"], params["S"]), params["stride"], params["pad"]
         call = lambda: F.max_pool2d(t[0], window, stride, pad)  # noqa: E731
@@ -135,10 +141,11 @@ def _torch(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) -> Pee
         call = lambda: F.layer_norm(t[0], (t[0].shape[-1],), t[1], t[2], eps=1e-5)  # noqa: E731
     if call is None:
         return None
+    act = None if epilogue is None else (F.relu if epilogue.endswith("relu") else F.gelu)
 
     def no_grad() -> Any:
         with torch.no_grad():
-            return call()
+            return call() if act is None else act(call())
 
     return no_grad
 

@@ -1,6 +1,8 @@
 """The peers a workload is compared with: each computes the workload's result, and ONNX Runtime
 gets a workload's constant inputs as initializers (which it packs once, as our kernel does)."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -28,13 +30,16 @@ def test_onnxruntime_computes_the_conv_with_or_without_constant_weights(constant
         ("conv2d:C=5,H=9,W=9,K=7,R=3,S=3,pad=1,epilogue=bias+gelu", ["W", "bias"]),
     ],
 )
-def test_onnxruntime_runs_dense_layers_and_fused_epilogues(spec, constants):
+def test_peers_run_dense_layers_and_fused_epilogues(spec, constants):
     """The GEMM rows of the models suite (dense on [N, K] weights, bias and activation after)
-    have ONNX Runtime beside them, not only NumPy and PyTorch."""
+    have ONNX Runtime (and PyTorch, where installed) beside them, each computing the result."""
     wl = tt.workload(spec).with_constants(constants)
     inputs = wl.random_inputs(0)
-    run = peers_for(wl, inputs, threads=1)["onnxruntime"]
-    np.testing.assert_allclose(run(), wl.reference(inputs), rtol=1e-4, atol=1e-4)
+    peers = peers_for(wl, inputs, threads=1)
+    assert "onnxruntime" in peers
+    assert ("pytorch" in peers) == (importlib.util.find_spec("torch") is not None)
+    for run in peers.values():
+        np.testing.assert_allclose(np.asarray(run()), wl.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
 def test_constant_weights_are_initializers_not_feeds(monkeypatch):
