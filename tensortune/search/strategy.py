@@ -78,7 +78,7 @@ class SearchStrategy(ABC):
             if value < 0:
                 raise ValueError(f"cost {value} is negative; costs are (relative) times")
             self.space.validate(config)
-            clean.append((dict(config), value))
+            clean.append((self.space.complete(config), value))
         for config, value in clean:
             key = self.space.config_key(config)
             self._seen.add(key)

@@ -34,12 +34,17 @@ class Knob:
     choices are ``"int"`` and ordered (so a tile size of 8 is "next to" 4 and 16, which makes
     mutation local), anything else is an unordered ``"categorical"``. Ordered int choices must be
     strictly increasing so that index neighbours are value neighbours.
+
+    ``absent_means`` is for a knob added to a space that already has records: the choice that
+    builds what configs recorded before the knob existed built, so they still apply (a config
+    without the knob takes it; the stored trace then still has to match the rebuilt schedule).
     """
 
     name: str
     choices: tuple[Value, ...]
     kind: KnobKind | None = None
     ordered: bool | None = None
+    absent_means: Value | None = None
     _ids: dict[tuple[type, object], int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -67,6 +72,11 @@ class Knob:
         ints = [int(c) for c in choices] if kind == "int" else []
         if ordered and any(a >= b for a, b in itertools.pairwise(ints)):
             raise ValueError(f"ordered int knob '{self.name}' needs strictly increasing choices")
+        if self.absent_means is not None and value_id(self.absent_means) not in ids:
+            raise ValueError(
+                f"knob '{self.name}': absent_means {self.absent_means!r} is not one of its "
+                f"choices {choices!r}"
+            )
         object.__setattr__(self, "choices", choices)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "ordered", ordered)
@@ -88,12 +98,15 @@ class Knob:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able description (inverse of ``Knob(**d)``)."""
-        return {
+        described: dict[str, Any] = {
             "name": self.name,
             "choices": list(self.choices),
             "kind": self.kind,
             "ordered": self.ordered,
         }
+        if self.absent_means is not None:
+            described["absent_means"] = self.absent_means
+        return described
 
 
 def _is_int(value: object) -> bool:

@@ -48,6 +48,7 @@ class SearchSpace:
         self.names: tuple[str, ...] = tuple(names)
         self._by_name = {k.name: i for i, k in enumerate(self.knobs)}
         self._ids = [(k.name, k._ids) for k in self.knobs]
+        self._later = [k for k in self.knobs if k.absent_means is not None]
         self._sizes = np.array([len(k.choices) for k in self.knobs], dtype=np.int64)
         tables = [encoding_table(k) for k in self.knobs]
         self.feature_names: tuple[str, ...] = tuple(n for names_, _ in tables for n in names_)
@@ -79,10 +80,19 @@ class SearchSpace:
 
     # -- validity ------------------------------------------------------------------------
 
+    def complete(self, config: Mapping[str, Any]) -> Config:
+        """``config`` with each knob it lacks that has an ``absent_means`` set to that choice:
+        a config recorded before the knob was added, as this space spells it now."""
+        filled = dict(config)
+        for knob in self._later:
+            filled.setdefault(knob.name, knob.absent_means)
+        return filled
+
     def _problem(self, config: Mapping[str, Any]) -> str | None:
         """Why ``config`` is not a valid point of this space, or None when it is."""
         if not isinstance(config, Mapping):
             return f"a config must be a dict, got {type(config).__name__}"
+        config = self.complete(config)
         for name in config:
             if name not in self._by_name:
                 return f"unknown knob '{name}' (knobs: {', '.join(self.names)})"
@@ -115,6 +125,8 @@ class SearchSpace:
 
     def indices(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """Choice indices, shape (len(configs), n_knobs): the space's own integer coordinates."""
+        if self._later:
+            configs = [self.complete(config) for config in configs]
         try:  # hot path of every search step: one dict lookup per knob
             rows = [[ids[value_id(config[name])] for name, ids in self._ids] for config in configs]
         except (KeyError, TypeError):

@@ -40,7 +40,7 @@ class DesignSpace:
 
     def schedule(self, config: Config) -> Schedule:
         self.space.validate(config)
-        return self.build(config)
+        return self.build(self.space.complete(config))
 
 
 def lanes_for(target: Target, dtype: str = "float32") -> int:

@@ -222,3 +222,20 @@ def test_config_key_is_canonical() -> None:
     b = dict(reversed(list(a.items())))
     assert SPACE.config_key(a) == SPACE.config_key(b)
     assert SPACE.config_key(a) == '{"order":"ijk","ti":1,"tj":2,"unroll":0,"vec":true}'
+
+
+def test_a_knob_added_later_fills_configs_recorded_without_it():
+    """A config stored before ``pack`` existed validates, encodes and builds as ``absent_means``
+    says; a knob without ``absent_means`` is still required."""
+    old = SearchSpace([Knob("tile", (4, 8))])
+    new = SearchSpace([Knob("tile", (4, 8)), Knob("pack", (True, False), absent_means=False)])
+    recorded = {"tile": 8}
+    assert old.is_valid(recorded) and new.is_valid(recorded)
+    assert new.complete(recorded) == {"tile": 8, "pack": False}
+    assert (new.indices([recorded]) == new.indices([{"tile": 8, "pack": False}])).all()
+    required = SearchSpace([Knob("tile", (4, 8)), Knob("pack", (True, False))])
+    with pytest.raises(ValueError, match="missing knob 'pack'"):
+        required.validate(recorded)
+    with pytest.raises(ValueError, match="absent_means 1 is not one of its choices"):
+        Knob("pack", (True, False), absent_means=1)
+    assert Knob(**new.knob("pack").to_dict()) == new.knob("pack")
