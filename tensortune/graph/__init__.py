@@ -9,11 +9,12 @@ kernel per fused group, all linked into one shared library with a generated C en
     model.export("out/")                  # lib<name>.so, <name>.h, <name>.weights
 """
 
+from .compiled import CompiledModel
 from .errors import ModelError
 from .fold import optimize
 from .fuse import Group, fuse
 from .ir import Graph, Node, ValueInfo
-from .model import CompiledModel, compile_model
+from .model import compile_model
 from .onnx_import import SUPPORTED, from_onnx
 from .tasks import Task, extract_tasks
 from .tune import ModelTuneResult, tune_model
