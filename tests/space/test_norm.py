@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import tensortune as tt
@@ -36,6 +37,47 @@ def test_row_loop_is_one_parallel_region_of_vector_loops(spec: str, recompute: b
         assert "f32x16(" in lines[n + 1], lines[n : n + 2]
     assert "expf(" not in source
     assert ("tt_exp_f32x16(" in source) == spec.startswith("softmax")
+
+
+def _runnable(isa: str) -> tt.Target:
+    """A 2-thread target of `isa` that this machine can run (skipped when it cannot)."""
+    if isa == "avx512" and tt.Target.detect().isa != "avx512":
+        pytest.skip("needs an AVX-512 host")
+    return tt.Target.detect(num_threads=2, isa=isa)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize(
+    "spec", ["softmax:rows=7,cols=197", "softmax:rows=3,cols=5003", "layernorm:rows=9,cols=37"]
+)
+def test_default_and_sampled_configs_match_numpy(spec: str, isa: str) -> None:
+    """Rows off the vector width (masked tails), odd row counts (a partial last block)."""
+    target = _runnable(isa)
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    for config in [ds.default, *ds.space.sample(np.random.default_rng(2), 5)]:
+        got = tt.compile(wl, schedule=ds.schedule(config), target=target)(*inputs)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(config))
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_default_splits_rows_evenly_and_blocks_short_rows(isa: str) -> None:
+    """Long rows: one row per block (35 rows in blocks of 32 gave one thread 32 of them); short
+    rows: statistics for a block of rows at once."""
+    target = tt.Target.cross(isa, num_threads=2)
+    long_rows = design_space(tt.workload("softmax:rows=35,cols=10000"), target).default
+    short_rows = design_space(tt.workload("softmax:rows=2364,cols=197"), target).default
+    assert (long_rows["rows_per_block"], long_rows["stats_at"]) == (1, "row")
+    assert short_rows["rows_per_block"] > 1 and short_rows["stats_at"] == "block"
+    assert long_rows["fast_math"] and short_rows["fast_math"]
+
+
+def test_default_final_pass_multiplies_by_a_reciprocal(avx512_target) -> None:
+    """fast_math in the default: the compiler may hoist 1/sum out of the final pass."""
+    ds = design_space(tt.workload("softmax:rows=35,cols=10000"), avx512_target)
+    assert ds.schedule(ds.default).flags.get("fast_math") is True
 
 
 _FOR = re.compile(r"for \(int (\w+) = 0;")

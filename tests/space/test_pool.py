@@ -47,3 +47,43 @@ def test_pad_choice_only_offered_when_there_is_a_pad(target) -> None:
     unpadded = design_space(tt.workload("maxpool2d:C=4,H=8,W=8,R=2,S=2"), target)
     assert padded.space.knob("inline_pad").choices == (True, False)
     assert unpadded.space.knob("inline_pad").choices == (True,)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "maxpool2d:C=6,H=20,W=20,R=5,S=5,stride=1,pad=2",  # SPPF's window: pad materialised
+        "maxpool2d:C=5,H=13,W=17,R=3,S=3,stride=1,pad=1",
+        "maxpool2d:C=3,H=15,W=15,R=3,S=3,stride=2,pad=1",
+        "maxpool2d:C=4,H=9,W=23,R=2,S=2,stride=2",
+        "maxpool2d:C=7,H=11,W=11,R=5,S=5,stride=2,pad=2,layout=NHWC",
+    ],
+)
+def test_default_and_sampled_configs_match_numpy(spec: str, isa: str) -> None:
+    if isa == "avx512" and tt.Target.detect().isa != "avx512":
+        pytest.skip("needs an AVX-512 host")
+    target = tt.Target.detect(num_threads=2, isa=isa)
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    for config in [ds.default, *ds.space.sample(np.random.default_rng(3), 4)]:
+        got = tt.compile(wl, schedule=ds.schedule(config), target=target)(*inputs)
+        np.testing.assert_array_equal(got, want, err_msg=str(config))
+
+
+def test_default_materialises_the_pad_of_a_window_that_rereads_its_input(target) -> None:
+    """5x5 stride 1 reads each input 25 times: the pad is copied once, not tested per step;
+    3x3 stride 2 reads it 2.25 times: the tests stay inline."""
+    sppf = design_space(tt.workload("maxpool2d:C=256,H=20,W=20,R=5,S=5,pad=2"), target)
+    strided = design_space(tt.workload("maxpool2d:C=64,H=56,W=56,R=3,S=3,stride=2,pad=1"), target)
+    assert sppf.default["inline_pad"] is False
+    assert strided.default["inline_pad"] is True
+
+
+def test_configs_recorded_before_unroll_window_still_apply(target) -> None:
+    ds = design_space(tt.workload("maxpool2d:C=6,H=20,W=20,R=5,S=5,stride=1,pad=2"), target)
+    old = {k: v for k, v in ds.default.items() if k != "unroll_window"}
+    assert ds.space.complete(old) == ds.default
+    ds.space.validate(ds.space.complete(old))
