@@ -90,13 +90,13 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         return s
 
     # A few rows of output (GEMV, decode): a 1-row tile over four vectors of columns, B read
-    # from packed panels when it is a constant (packed once, before the calls) and its columns
-    # are strided (dense's W[N, K]), in place otherwise; measured on Zen 5 (AVX-512), M=1:
-    # dense 1000x2048 4.7 -> 98 GFLOP/s (OpenBLAS 94), decode attention 12x257x64 9 -> 79
-    # (PyTorch 35). Streaming B row by row stays the choice of one row on contiguous columns.
+    # from panels packed once when it is a constant (before the calls: free per call), in place
+    # otherwise; measured on Zen 5 (AVX-512), M=1: dense 1000x2048 4.7 -> 98 GFLOP/s (OpenBLAS
+    # 94), decode attention 12x257x64 9 -> 79 (PyTorch 35), a constant [K, N] B 83 -> 96 (ORT
+    # 88). Streaming B row by row stays the choice of one row on a B that changes every call.
     b_ndim = next(t.ndim for t in wl.inputs if t.name == b_name)
     batched, constant_b = len(spatial) > 2, b_name in wl.constants
-    stream = m == 1 and b_axis == b_ndim - 1 and not batched
+    stream = m == 1 and b_axis == b_ndim - 1 and not batched and not constant_b
     wide = m <= 2 and not stream  # 4 vectors of columns fit beside 1-2 rows on 16 registers
     default = {
         "variant": "stream" if stream else "tile",
@@ -104,7 +104,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
         "nr_vectors": max(x for x in knobs[2].int_choices if x <= (4 if wide else 2)),
         "nb": 2 if k > 2048 else 4,
         "order": "ji",
-        "pack_b": m >= 16 or (constant_b and b_axis != b_ndim - 1),
+        "pack_b": m >= 16 or constant_b,
         "pack_at": "panel" if 16 <= m < 512 else "root",  # few rows reuse a packed B little
         "k_unroll": 8 if stream else 1,
         # measured on Zen 3: blocking k pays once whole-k A rows and B panels spill L1/L2
