@@ -72,63 +72,72 @@ static inline int32_t tt_hmin_i32x8(i32x8 v) { int32_t t[8]; memcpy(t, &v, sizeo
 
 int tail_softmax_avx2(const float* restrict X, float* restrict softmax) {
   /* stage softmax */
-  for (int i0_i = 0; i0_i < 64; ++i0_i) {
+  #pragma omp parallel for num_threads(2) schedule(static)
+  for (int i0_o = 0; i0_o < 16; ++i0_o) {
     {
-      float softmax_max[1] __attribute__((aligned(64)));
-      /* softmax_max: computed at softmax.i0_i */
-      softmax_max[0] = -INFINITY;
-      {
-        /* softmax_max_acc: float32[8] held in registers */
-        f32x8 softmax_max_acc_v0;
-        softmax_max_acc_v0 = tt_splat_f32x8(-INFINITY);
-        for (int k_o = 0; k_o < 25; ++k_o) {
-          if (k_o * 8 + 7 < 197) {
-            softmax_max_acc_v0 = tt_max_f32x8(softmax_max_acc_v0, tt_load_f32x8(&X[i0_i * 197 + k_o * 8]));
-          } else {
-            /* vector tail: masked */
-            softmax_max_acc_v0 = tt_max_f32x8(softmax_max_acc_v0, tt_select_f32x8(((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o * 8)) < tt_splat_i32x8(197)), tt_maskload_f32x8(&X[i0_i * 197 + k_o * 8], ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o * 8)) < tt_splat_i32x8(197))), tt_splat_f32x8(-INFINITY)));
+      float softmax_max[4] __attribute__((aligned(64)));
+      /* softmax_max: computed at softmax.i0_o */
+      for (int i0 = 0; i0 < 4; ++i0) {
+        softmax_max[i0] = -INFINITY;
+        {
+          /* softmax_max_acc: float32[8] held in registers */
+          f32x8 softmax_max_acc_v0;
+          softmax_max_acc_v0 = tt_splat_f32x8(-INFINITY);
+          for (int k_o = 0; k_o < 25; ++k_o) {
+            if (k_o * 8 + 7 < 197) {
+              softmax_max_acc_v0 = tt_max_f32x8(softmax_max_acc_v0, tt_load_f32x8(&X[i0 * 197 + i0_o * 788 + k_o * 8]));
+            } else {
+              /* vector tail: masked */
+              softmax_max_acc_v0 = tt_max_f32x8(softmax_max_acc_v0, tt_select_f32x8(((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o * 8)) < tt_splat_i32x8(197)), tt_maskload_f32x8(&X[i0 * 197 + i0_o * 788 + k_o * 8], ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o * 8)) < tt_splat_i32x8(197))), tt_splat_f32x8(-INFINITY)));
+            }
           }
+          softmax_max[i0] = TT_MAX(softmax_max[i0], tt_hmax_f32x8(softmax_max_acc_v0));
         }
-        softmax_max[0] = TT_MAX(softmax_max[0], tt_hmax_f32x8(softmax_max_acc_v0));
       }
       {
-        float softmax_exp[197] __attribute__((aligned(64)));
-        /* softmax_exp: computed at softmax.i0_i */
-        for (int i1_o = 0; i1_o < 25; ++i1_o) {
-          if (i1_o * 8 + 7 < 197) {
-            tt_store_f32x8(&softmax_exp[i1_o * 8], tt_exp_f32x8((tt_load_f32x8(&X[i0_i * 197 + i1_o * 8]) - tt_bcast_f32x8(&softmax_max[0]))));
-          } else {
-            /* vector tail: masked */
-            { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o * 8)) < tt_splat_i32x8(197));
-              tt_maskstore_f32x8(&softmax_exp[i1_o * 8], tt_mask, tt_exp_f32x8((tt_maskload_f32x8(&X[i0_i * 197 + i1_o * 8], tt_mask) - tt_bcast_f32x8(&softmax_max[0]))));
+        float softmax_exp[788] __attribute__((aligned(64)));
+        /* softmax_exp: computed at softmax.i0_o */
+        for (int i0_2 = 0; i0_2 < 4; ++i0_2) {
+          for (int i1_o = 0; i1_o < 25; ++i1_o) {
+            if (i1_o * 8 + 7 < 197) {
+              tt_store_f32x8(&softmax_exp[i0_2 * 197 + i1_o * 8], tt_exp_f32x8((tt_load_f32x8(&X[i0_2 * 197 + i0_o * 788 + i1_o * 8]) - tt_bcast_f32x8(&softmax_max[i0_2]))));
+            } else {
+              /* vector tail: masked */
+              { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o * 8)) < tt_splat_i32x8(197));
+                tt_maskstore_f32x8(&softmax_exp[i0_2 * 197 + i1_o * 8], tt_mask, tt_exp_f32x8((tt_maskload_f32x8(&X[i0_2 * 197 + i0_o * 788 + i1_o * 8], tt_mask) - tt_bcast_f32x8(&softmax_max[i0_2]))));
+              }
             }
           }
         }
         {
-          float softmax_sum[1] __attribute__((aligned(64)));
-          /* softmax_sum: computed at softmax.i0_i */
-          softmax_sum[0] = 0.0f;
-          {
-            /* softmax_sum_acc: float32[8] held in registers */
-            f32x8 softmax_sum_acc_v0;
-            softmax_sum_acc_v0 = tt_splat_f32x8(0.0f);
-            for (int k_o_2 = 0; k_o_2 < 25; ++k_o_2) {
-              if (k_o_2 * 8 + 7 < 197) {
-                softmax_sum_acc_v0 = (softmax_sum_acc_v0 + tt_load_f32x8(&softmax_exp[k_o_2 * 8]));
+          float softmax_sum[4] __attribute__((aligned(64)));
+          /* softmax_sum: computed at softmax.i0_o */
+          for (int i0_3 = 0; i0_3 < 4; ++i0_3) {
+            softmax_sum[i0_3] = 0.0f;
+            {
+              /* softmax_sum_acc: float32[8] held in registers */
+              f32x8 softmax_sum_acc_v0;
+              softmax_sum_acc_v0 = tt_splat_f32x8(0.0f);
+              for (int k_o_2 = 0; k_o_2 < 25; ++k_o_2) {
+                if (k_o_2 * 8 + 7 < 197) {
+                  softmax_sum_acc_v0 = (softmax_sum_acc_v0 + tt_load_f32x8(&softmax_exp[i0_3 * 197 + k_o_2 * 8]));
+                } else {
+                  /* vector tail: masked */
+                  softmax_sum_acc_v0 = (softmax_sum_acc_v0 + tt_select_f32x8(((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o_2 * 8)) < tt_splat_i32x8(197)), tt_maskload_f32x8(&softmax_exp[i0_3 * 197 + k_o_2 * 8], ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o_2 * 8)) < tt_splat_i32x8(197))), tt_splat_f32x8(0.0f)));
+                }
+              }
+              softmax_sum[i0_3] = softmax_sum[i0_3] + tt_hsum_f32x8(softmax_sum_acc_v0);
+            }
+          }
+          for (int i0_i = 0; i0_i < 4; ++i0_i) {
+            for (int i1_o_2 = 0; i1_o_2 < 25; ++i1_o_2) {
+              if (i1_o_2 * 8 + 7 < 197) {
+                tt_store_f32x8(&softmax[i0_i * 197 + i0_o * 788 + i1_o_2 * 8], (tt_load_f32x8(&softmax_exp[i0_i * 197 + i1_o_2 * 8]) / tt_bcast_f32x8(&softmax_sum[i0_i])));
               } else {
                 /* vector tail: masked */
-                softmax_sum_acc_v0 = (softmax_sum_acc_v0 + tt_select_f32x8(((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o_2 * 8)) < tt_splat_i32x8(197)), tt_maskload_f32x8(&softmax_exp[k_o_2 * 8], ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(k_o_2 * 8)) < tt_splat_i32x8(197))), tt_splat_f32x8(0.0f)));
-              }
-            }
-            softmax_sum[0] = softmax_sum[0] + tt_hsum_f32x8(softmax_sum_acc_v0);
-          }
-          for (int i1_o_2 = 0; i1_o_2 < 25; ++i1_o_2) {
-            if (i1_o_2 * 8 + 7 < 197) {
-              tt_store_f32x8(&softmax[i0_i * 197 + i1_o_2 * 8], (tt_load_f32x8(&softmax_exp[i1_o_2 * 8]) / tt_bcast_f32x8(&softmax_sum[0])));
-            } else {
-              /* vector tail: masked */
-              { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o_2 * 8)) < tt_splat_i32x8(197));
-                tt_maskstore_f32x8(&softmax[i0_i * 197 + i1_o_2 * 8], tt_mask, (tt_maskload_f32x8(&softmax_exp[i1_o_2 * 8], tt_mask) / tt_bcast_f32x8(&softmax_sum[0])));
+                { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o_2 * 8)) < tt_splat_i32x8(197));
+                  tt_maskstore_f32x8(&softmax[i0_i * 197 + i0_o * 788 + i1_o_2 * 8], tt_mask, (tt_maskload_f32x8(&softmax_exp[i0_i * 197 + i1_o_2 * 8], tt_mask) / tt_bcast_f32x8(&softmax_sum[i0_i])));
+                }
               }
             }
           }
