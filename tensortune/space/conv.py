@@ -82,7 +82,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         *([Knob("channels_outer", (False, True))] if layout == "NHWC" else []),
         # NHWC only, and absent from the configs recorded before it: a tile's weights read as
         # one contiguous stream from output-channel panels instead of rows K floats apart
-        *([Knob("pack_weights", (False, True))] if layout == "NHWC" else []),
+        *([Knob("pack_weights", (False, True), absent_means=False)] if layout == "NHWC" else []),
         *common_knobs(),
     ]
     constraints = [

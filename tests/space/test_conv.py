@@ -332,10 +332,13 @@ def test_nhwc_defaults_pack_dense_weights(isa: str) -> None:
 
 
 def test_nhwc_configs_from_before_the_pack_knob_still_build(target) -> None:
-    """A config without ``pack_weights`` (recorded before the knob) builds the unpacked tile."""
+    """A config without ``pack_weights`` (recorded before the knob) is still a point of the
+    space (``absent_means``), and builds the unpacked tile it was measured as."""
     wl = tt.workload("conv2d:C=19,H=9,W=13,K=37,R=3,S=3,pad=1,layout=NHWC,epilogue=bias+relu")
     ds = design_space(wl, target)
     old = {k: v for k, v in ds.default.items() if k != "pack_weights"}
+    assert ds.space.is_valid(old)
+    assert ds.schedule(old).trace == ds.schedule({**old, "pack_weights": False}).trace
     schedule = ds.build(old)
     source, _ = build_source(schedule, "conv2d", target)
     assert "W_pack" not in source
