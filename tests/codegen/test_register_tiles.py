@@ -29,7 +29,7 @@ WIDER_THAN_THE_ROW = [
     "depthwise_conv2d:C=240,H=14,W=14,R=5,S=5,pad=2",
     "depthwise_conv2d:C=672,H=7,W=7,R=5,S=5,pad=2",
     "depthwise_conv2d:C=192,H=28,W=28,R=3,S=3,pad=1,stride=2",
-    "conv2d:C=512,H=14,W=14,K=512,R=3,S=3,pad=1,groups=32",
+    "conv2d:C=64,H=14,W=14,K=64,R=3,S=3,pad=1,groups=16",  # 4 channels a group: column tiles
 ]
 
 
