@@ -181,15 +181,13 @@ def _onnxruntime(wl: Any, params: dict, inputs: list[np.ndarray], threads: int) 
         return None
     # the epilogue as ONNX writes it (bias Add, then Relu or the erf Gelu of opset 20), which
     # ONNX Runtime fuses into the GEMM where it can
-    nodes, last = [helper.make_node(node, operands, ["y0"], **attrs)], "y0"
+    nodes = [helper.make_node(node, operands, ["product"], **attrs)]
     if operands != names:
-        nodes.append(helper.make_node("Add", [last, names[-1]], ["y1"]))
-        last = "y1"
+        nodes.append(helper.make_node("Add", [nodes[-1].output[0], names[-1]], ["biased"]))
     if epilogue is not None:
         act = "Relu" if epilogue.endswith("relu") else "Gelu"
-        nodes.append(helper.make_node(act, [last], ["y2"]))
-        last = "y2"
-    nodes[-1].output[0] = "out"
+        nodes.append(helper.make_node(act, [nodes[-1].output[0]], ["activated"]))
+    nodes[-1].output[0] = "out"  # the last node's result is the graph's output
     # the workload's constants (weights) are initializers, which ONNX Runtime packs once, as
     # tensortune's kernel does with them
     fixed = {f"in{i}" for i, t in enumerate(wl.inputs) if t.name in wl.constants}
