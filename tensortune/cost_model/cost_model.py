@@ -22,8 +22,12 @@ _M = TypeVar("_M", bound="CostModel")
 #: Relative score given to failed samples: this far (in log-throughput) below the worst success.
 FAILURE_MARGIN = 1.0
 
+#: Seconds per row (inf for a failure), and an optional workload id per row.
+Costs = Sequence[float] | np.ndarray
+Groups = Sequence[int] | np.ndarray | None
 
-def as_costs(costs: Sequence[float] | np.ndarray) -> np.ndarray:
+
+def as_costs(costs: Costs) -> np.ndarray:
     """Costs as a float array with NaN turned into inf (a NaN timing is a failed run)."""
     out = np.asarray(costs, dtype=np.float64).reshape(-1).copy()
     out[np.isnan(out)] = np.inf
@@ -54,6 +58,11 @@ def relative_log_throughput(costs: np.ndarray, groups: np.ndarray | None = None)
     return out
 
 
+def _group_ids(groups: Groups, n: int) -> np.ndarray:
+    """``groups`` as a flat array; all rows in group 0 when None."""
+    return np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups).reshape(-1)
+
+
 class CostModel(ABC):
     """Learns which configs run fast from ``(features, costs)`` pairs.
 
@@ -81,18 +90,13 @@ class CostModel(ABC):
     def is_fitted(self) -> bool:
         return self.n_samples > 0
 
-    def fit(
-        self: _M,
-        features: np.ndarray,
-        costs: Sequence[float] | np.ndarray,
-        groups: Sequence[int] | np.ndarray | None = None,
-    ) -> _M:
+    def fit(self: _M, features: np.ndarray, costs: Costs, groups: Groups = None) -> _M:
         """Train from scratch on these rows (costs in seconds, inf for failures)."""
         x = np.asarray(features, dtype=np.float64)
         if x.ndim != 2:
             raise ValueError(f"features must be 2-D (rows, columns), got shape {x.shape}")
         y = as_costs(costs)
-        g = np.zeros(len(y), dtype=np.int64) if groups is None else np.asarray(groups).reshape(-1)
+        g = _group_ids(groups, len(y))
         if not len(x) == len(y) == len(g):
             raise ValueError(f"{len(x)} feature rows, {len(y)} costs and {len(g)} group ids")
         if not len(y):
@@ -101,21 +105,15 @@ class CostModel(ABC):
         self._fit(x, y, g)
         return self
 
-    def update(
-        self: _M,
-        features: np.ndarray,
-        costs: Sequence[float] | np.ndarray,
-        groups: Sequence[int] | np.ndarray | None = None,
-    ) -> _M:
+    def update(self: _M, features: np.ndarray, costs: Costs, groups: Groups = None) -> _M:
         """Add rows to the training data and refit on everything seen so far."""
         if self._features is None or self._costs is None or self._groups is None:
             return self.fit(features, costs, groups)
         x = np.asarray(features, dtype=np.float64)
-        g = np.zeros(len(x), dtype=np.int64) if groups is None else np.asarray(groups).reshape(-1)
         return self.fit(
             np.vstack([self._features, x.reshape(len(x), -1)]),
             np.concatenate([self._costs, as_costs(costs)]),
-            np.concatenate([self._groups, g]),
+            np.concatenate([self._groups, _group_ids(groups, len(x))]),
         )
 
     @abstractmethod

@@ -136,47 +136,41 @@ def _types(f: dataclasses.Field) -> list[str]:
 
 @dataclass(frozen=True)
 class _StageStep(Step):
-    """A primitive of one whole stage."""
+    """A primitive of one stage, named by its first argument."""
 
     stage: str
 
 
 @dataclass(frozen=True)
-class _LoopStep(Step):
-    """A primitive of one loop of a stage."""
+class _LoopStep(_StageStep):
+    """A primitive of one loop of a stage, named by its first two arguments."""
 
-    stage: str
     loop: str
 
 
 # -- loop rewrites -------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SplitStep(Step):
+class SplitStep(_LoopStep):
     primitive: ClassVar[str] = "split"
-    stage: str
-    loop: str
     factor: int
 
 
 @dataclass(frozen=True)
-class FuseStep(Step):
+class FuseStep(_StageStep):
     primitive: ClassVar[str] = "fuse"
-    stage: str
     outer: str
     inner: str
 
 
 @dataclass(frozen=True)
-class ReorderStep(Step):
+class ReorderStep(_StageStep):
     primitive: ClassVar[str] = "reorder"
-    stage: str
     loops: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class TileStep(Step):
+class TileStep(_StageStep):
     primitive: ClassVar[str] = "tile"
-    stage: str
     x: str
     y: str
     x_factor: int
@@ -208,9 +202,8 @@ class AnnotateStep(Step):
 
 # -- placement -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ComputeAtStep(Step):
+class ComputeAtStep(_StageStep):
     primitive: ClassVar[str] = "compute_at"
-    stage: str
     consumer: str
     loop: str
 
@@ -227,16 +220,14 @@ class ComputeInlineStep(_StageStep):
 
 # -- new stages ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class CacheWriteStep(Step):
+class CacheWriteStep(_StageStep):
     primitive: ClassVar[str] = "cache_write"
-    stage: str
     scope: str = "local"
 
 
 @dataclass(frozen=True)
-class RFactorStep(Step):
+class RFactorStep(_StageStep):
     primitive: ClassVar[str] = "rfactor"
-    stage: str
     axis: str
     factor: int
     scope: str = "local"
