@@ -102,7 +102,9 @@ class ModelBasedSearch(SearchStrategy):
         self.min_train, self.epsilon, self.pool_size = min_train, epsilon, pool_size
         self.n_parents, self.evolution_rounds = n_parents, max(evolution_rounds, 0)
         self.min_distance = min_distance
-        self.initial = [dict(c) for c in initial if space.is_valid(c)]
+        # spelled out in full (a knob left to its ``absent_means`` named), so that a variation
+        # of one knob can be compared with its parent knob by knob
+        self.initial = [space.complete(c) for c in initial if space.is_valid(c)]
         self.near_initial = near_initial
         self.program_key = program_key
         self._programs: set[str] = set()  # programs of every config asked or told

@@ -185,3 +185,16 @@ def test_first_batch_varies_the_initial_config_one_knob_at_a_time(space: SearchS
 def test_no_neighbours_without_an_initial_config(space: SearchSpace) -> None:
     batch = ModelBasedSearch(space, seed=0, pool_size=64, near_initial=1.0).ask(8)
     assert len({space.config_key(c) for c in batch}) == 8
+
+
+def test_an_initial_config_from_before_a_knob_gets_neighbours(space: SearchSpace) -> None:
+    """A default (or a warm start) that leaves a later knob to its ``absent_means`` is varied
+    like any other: the knob is spelled out, not a KeyError."""
+    later = SearchSpace([*space.knobs, Knob("late", (False, True), absent_means=False)])
+    first = {"k0": 8, "k1": 32, "k2": 2, "k3": 16}
+    strategy = ModelBasedSearch(later, seed=0, initial=[first], pool_size=64, near_initial=1.0)
+    batch = strategy.ask(6)
+    assert batch[0] == {**first, "late": False}
+    changed = [[k for k in batch[0] if c[k] != batch[0][k]] for c in batch[1:]]
+    assert all(len(knobs) == 1 for knobs in changed)
+    assert ["late"] in changed
