@@ -16,8 +16,11 @@ over its workloads) and overall (mean over workloads weighted by their measured 
 - a model trained only on a restricted target's records (``--restricted``: ``avx2`` or
   ``threads=1``), evaluated on the held-out records of every other target, when such records
   exist;
-- a model trained on other CPU kinds' records evaluated on this host's, when the dataset holds
-  more than one kind.
+- the prior as shipped (``tensortune/cost_model/pretrained/default.json``), on each CPU kind's
+  held-out records;
+- when the dataset holds more than one CPU kind, per kind of the held-out records (this host's
+  first): the first model trained (a) on the *other* kinds' records, (b) on every kind's and
+  (c) on that kind's only, all three tested on that kind's held-out records.
 
 ``--cv K`` first prints grouped K-fold cross-validation over the *training* workloads (each fold
 holds out whole workloads, spread over op classes; ``--cv-by family`` whole training networks,
@@ -43,6 +46,7 @@ import numpy as np
 
 import tensortune as tt
 from tensortune.cost_model import ranking_metrics
+from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
 from tensortune.database import open_database
 from tensortune.database.record import canonical_json
 from tensortune.dataset import (
@@ -63,6 +67,7 @@ from tensortune.dataset import (
 )
 from tensortune.dataset.train import FeatureSet, pretrain_model
 from tensortune.space.registry import design_space
+from tensortune.target import cpu_family_model
 from tensortune.workload.zoo import layers
 
 Records = list[dict[str, Any]]
@@ -224,6 +229,49 @@ def model_figure(title: str, name: str, train: Records, test: Records, seed: int
     show(title, evaluate(model.predict, test), train, test)
 
 
+def by_kind(records: Records, here: str) -> dict[str, Records]:
+    """The records of each CPU kind, this host's kind first."""
+    out: dict[str, Records] = {}
+    for r in sorted(records, key=lambda r: r["cpu_kind"] != here):
+        out.setdefault(r["cpu_kind"], []).append(r)
+    return out
+
+
+def shipped_prior(test: Records, here: str) -> None:
+    """The package's prior as it is, per CPU kind of the test records: the figure a retrained
+    prior must not fall below."""
+    model = load_pretrained(PRETRAINED_PATH)
+    if model is None:
+        print(f"\nthe shipped prior\n  skipped: {PRETRAINED_PATH} is missing or unreadable")
+        return
+    meta = pretrained_meta(PRETRAINED_PATH) or {}
+    trained = ", ".join(meta.get("cpu_kinds", ["?"]))
+    for kind, records in by_kind(test, here).items():
+        title = (
+            f"the shipped prior ({meta.get('model', '?')}, trained on {trained}, "
+            f"{meta.get('records', '?')} records), tested on {kind}"
+        )
+        show(title, evaluate(model.predict, records), None, records)
+
+
+def cross_cpu(name: str, train: Records, test: Records, here: str, seed: int) -> None:
+    """Per CPU kind of the held-out records: model ``name`` trained on the other kinds (does
+    it transfer?), on every kind, and on that kind alone, all tested on that kind."""
+    if len({r["cpu_kind"] for r in [*train, *test]}) < 2:
+        print(f"\ncross-CPU: the dataset holds one CPU kind ({kinds(test)}); nothing to transfer")
+        return
+    for kind, records in by_kind(test, here).items():
+        where = "this host's kind" if kind == here else "another host's kind"
+        subsets = {
+            "the other CPU kinds": [r for r in train if r["cpu_kind"] != kind],
+            "every CPU kind": train,
+            f"{kind} only": [r for r in train if r["cpu_kind"] == kind],
+        }
+        for label, subset in subsets.items():
+            title = f"{name}: trained on {label}, tested on {kind} ({where})"
+            model_figure(title, name, subset, records, seed)
+
+
 def restricted(records: Records, spec: str) -> Callable[[dict[str, Any]], bool]:
     """Whether a record was taken on the restricted target ``avx2`` or ``threads=N``."""
     if spec.startswith("threads="):
@@ -310,9 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("no held-out records could be collected in the budget")
             return 1
     host = tt.Target.detect()
+    here = cpu_kind(host.name, host.isa, cpu_family_model())
     print(
         f"held-out families: {', '.join(HELD_OUT_FAMILIES)}; this host: "
-        f"{cpu_kind(host.name, host.isa)}; {len(train)} training and {len(test)} test records"
+        f"{here}; {len(train)} training and {len(test)} test records"
     )
     if args.cv > 1:
         data = feature_set(groups_of(train), train)
@@ -341,14 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         [r for r in test if not on(r)],
         args.seed,
     )
-    here = cpu_kind(host.name, host.isa)
-    model_figure(
-        f"{name}: trained on other CPU kinds, tested on this host's ({here})",
-        name,
-        [r for r in train if r["cpu_kind"] != here],
-        [r for r in test if r["cpu_kind"] == here],
-        args.seed,
-    )
+    shipped_prior(test, here)
+    cross_cpu(name, train, test, here, args.seed)
     return 0
 
 

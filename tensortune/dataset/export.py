@@ -2,8 +2,9 @@
 
 A tuning record names its target by key (``avx512-2t``) and its machine by host name; the
 CPU's model name and caches come from the record's machine info when it has them, else from
-this host (``Target.detect``, its best ISA): export on the machine that collected. Records of
-workloads this version cannot parse, or of targets it cannot name, are skipped and counted.
+this host (``Target.detect``, its best ISA), and its family and model numbers from this host's
+``/proc/cpuinfo``: export on the machine that collected. Records of workloads this version
+cannot parse, or of targets it cannot name, are skipped and counted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
-from ..target import ISAS, Target
+from ..target import ISAS, Target, cpu_family_model
 from ..workload import workload
 from .records import FORMAT, cpu_kind, target_fields, write_records
 from .workloads import op_class
@@ -30,9 +31,11 @@ class ExportResult:
     skipped: int
 
 
-def dataset_record(rec: TuningRecord, host: Target) -> dict[str, Any] | None:
-    """The dataset form of one tuning record, or None when it cannot be placed (unknown
-    workload or target key)."""
+def dataset_record(
+    rec: TuningRecord, host: Target, family_model: tuple[int, int] | None = None
+) -> dict[str, Any] | None:
+    """The dataset form of one tuning record measured on a CPU of ``family_model`` (None: not
+    known), or None when it cannot be placed (unknown workload or target key)."""
     match = _TARGET_KEY.match(rec.target)
     if match is None or match["isa"] not in ISAS:
         return None
@@ -56,7 +59,9 @@ def dataset_record(rec: TuningRecord, host: Target) -> dict[str, Any] | None:
         "threads": int(match["threads"]),
         "caches": caches if isinstance(caches, dict) else fields["caches"],
         "cpu": cpu,
-        "cpu_kind": cpu_kind(cpu, best_isa),
+        "cpu_family": family_model[0] if family_model else None,
+        "cpu_model": family_model[1] if family_model else None,
+        "cpu_kind": cpu_kind(cpu, best_isa, family_model),
         "config": rec.config,
         "seconds": rec.seconds,
         "reference_seconds": rec.reference_seconds,
@@ -71,12 +76,13 @@ def dataset_record(rec: TuningRecord, host: Target) -> dict[str, Any] | None:
 def export_dataset(db: Database, path: str | Path, host: Target | None = None) -> ExportResult:
     """Write every record of ``db`` to ``path`` (gzip JSON Lines), in the database's order."""
     host = host or Target.detect()
+    family_model = cpu_family_model()
     skipped = 0
 
     def rows() -> Iterator[dict[str, Any]]:
         nonlocal skipped
         for rec in db.records():
-            row = dataset_record(rec, host)
+            row = dataset_record(rec, host, family_model)
             if row is None:
                 skipped += 1
             else:

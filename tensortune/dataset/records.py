@@ -1,10 +1,11 @@
 """The exported dataset's record format: one JSON object per measurement, gzip JSON Lines.
 
 A record holds what was measured (workload spec, design space, config), where (the target's
-ISA, threads and caches, and the CPU's model name and kind) and the outcome (seconds, the paired
-reference's seconds and the ratio to it, or the error kind), plus the tensortune version that
-measured it. Features are never stored: training recomputes them from (workload, target,
-config), so a change to the features never invalidates collected data.
+ISA, threads and caches, and the CPU's model name, family and model numbers, null in records
+exported before they were kept, and kind) and the outcome (seconds, the paired reference's
+seconds and the ratio to it, or the error kind), plus the tensortune version that measured it.
+Features are never stored: training recomputes them from (workload, target, config), so a change
+to the features never invalidates collected data.
 """
 
 from __future__ import annotations
@@ -41,13 +42,15 @@ class DatasetError(TensorTuneError):
     """A dataset file is missing, unreadable or holds a malformed record, or is empty."""
 
 
-def cpu_kind(model_name: str, best_isa: str) -> str:
-    """A short, stable slug of a CPU: its model name and the best ISA it runs ("AMD EPYC",
-    "avx512" -> "amd-epyc-avx512"). Virtual machines often report only the vendor's brand, so
-    the ISA is what tells a Zen 4 from a Zen 3 there. The unit cross-CPU evaluation groups by."""
+def cpu_kind(model_name: str, best_isa: str, family_model: tuple[int, int] | None = None) -> str:
+    """A short, stable slug of a CPU: its model name, the best ISA it runs and, when known, its
+    family and model numbers ("AMD EPYC", "avx2", (25, 1) -> "amd-epyc-avx2-f25m1"). Virtual
+    machines often report only the vendor's brand, and the ISA alone does not tell a Zen 4 from
+    a Zen 5; the numbers do. Records exported before they were read keep the kind without them.
+    The unit cross-CPU evaluation groups by."""
     name = re.sub(r"\((?:R|TM|tm|r)\)|\b(?:CPU|Processor|\d+-Core)\b|@.*$", " ", model_name)
-    slug = re.sub(r"[^a-z0-9]+", "-", f"{name} {best_isa}".lower()).strip("-")
-    return slug or "unknown"
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{name} {best_isa}".lower()).strip("-") or "unknown"
+    return slug if family_model is None else f"{slug}-f{family_model[0]}m{family_model[1]}"
 
 
 def target_fields(target: Target) -> dict[str, Any]:

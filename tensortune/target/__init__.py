@@ -326,6 +326,15 @@ def _cpu_name() -> str:
     return _cpuinfo_field("model name") or os.uname().machine or "unknown"
 
 
+def cpu_family_model() -> tuple[int, int] | None:
+    """This CPU's family and model numbers (x86 ``/proc/cpuinfo``): they tell apart CPUs a VM
+    names only by brand ("AMD EPYC" for a Zen 3, 4 or 5). None where they are not readable."""
+    family, model = _cpuinfo_field("cpu family"), _cpuinfo_field("model")
+    if family is None or model is None or not (family.isdigit() and model.isdigit()):
+        return None
+    return int(family), int(model)
+
+
 def _cpu_ghz() -> float:
     mhz = _cpuinfo_field("cpu MHz")
     try:

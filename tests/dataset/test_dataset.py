@@ -32,6 +32,7 @@ from tensortune.dataset import (
 from tensortune.dataset.card import card_text
 from tensortune.dataset.workloads import HELD_OUT_FAMILIES, random_workloads
 from tensortune.errors import TensorTuneError
+from tensortune.target import cpu_family_model
 from tensortune.workload.zoo import layers
 
 from .conftest import SPECS
@@ -53,11 +54,34 @@ def test_export_writes_one_record_per_measurement_without_features(exported, tar
     first = rows[0]
     assert first["target"] == str(target) and first["threads"] == target.num_threads
     assert first["isa"] == target.isa and first["cpu"] == target.name
-    assert first["cpu_kind"] == cpu_kind(target.name, target.isa)
+    family_model = cpu_family_model()
+    assert first["cpu_kind"] == cpu_kind(target.name, target.isa, family_model)
+    assert (first["cpu_family"], first["cpu_model"]) == (family_model or (None, None))
     assert first["ratio"] == pytest.approx(first["seconds"] / first["reference_seconds"])
     assert first["op_class"] == "matmul" and "version" in first
     assert not any("feature" in key for key in first)
     assert sum(r["error"] == "compile" for r in rows) == 3
+
+
+def test_cpu_kind_tells_cpus_of_one_brand_apart_by_family_and_model():
+    zen3, zen4, zen5 = (cpu_kind("AMD EPYC", "avx2", fm) for fm in [(25, 1), (25, 17), (26, 2)])
+    assert zen3 == "amd-epyc-avx2-f25m1" and len({zen3, zen4, zen5}) == 3
+    assert cpu_kind("AMD EPYC", "avx512") == "amd-epyc-avx512"  # older records keep their kind
+    name = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"
+    assert cpu_kind(name, "avx512", (6, 106)) == "intel-xeon-platinum-8375c-avx512-f6m106"
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "expected"),
+    [
+        ("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n", (25, 17)),
+        ("processor\t: 0\nmodel name\t: ARMv8 Processor\nCPU part\t: 0xd0c\n", None),
+        ("cpu family\t: 25\nmodel\t\t: ?\n", None),
+    ],
+)
+def test_cpu_family_model_reads_cpuinfo_where_it_has_them(monkeypatch, cpuinfo, expected):
+    monkeypatch.setattr("tensortune.target._cpuinfo", lambda: cpuinfo)
+    assert cpu_family_model() == expected
 
 
 def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, tmp_path):
