@@ -185,6 +185,26 @@ _NATIVE_FLOOR: _Native = {
     4: (("__SSE4_1__", "_mm_floor_ps(x)"), (_NEON, "vrndmq_f32((float32x4_t)x)")),
 }
 _NATIVE_LDEXP: _Native = {16: (("__AVX512F__", "_mm512_scalef_ps(y, n)"),)}
+# exp's argument clamped to [-110, 89] with NaN kept: vmaxps/vminps return their second operand
+# when either is NaN, NEON's fmax/fmin return NaN
+_NATIVE_EXP_CLAMP: _Native = {
+    16: (
+        (
+            "__AVX512F__",
+            "_mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x))",
+        ),
+    ),
+    8: (
+        (
+            "__AVX__",
+            "_mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-110.0f), x))",
+        ),
+    ),
+    4: (
+        ("__SSE4_1__", "_mm_min_ps(_mm_set1_ps(89.0f), _mm_max_ps(_mm_set1_ps(-110.0f), x))"),
+        (_NEON, "vminq_f32(vmaxq_f32((float32x4_t)x, vdupq_n_f32(-110.0f)), vdupq_n_f32(89.0f))"),
+    ),
+}
 
 
 def _helper(t: str, lanes: int, signature: str, portable: str, native: _Native) -> str:
@@ -283,8 +303,9 @@ def masked_access(dtype: str, lanes: int) -> str:
 
 
 # float32 vector math without libm calls: exp by range reduction to [-ln2/2, ln2/2] and a degree-6
-# polynomial (Cephes expf, ~1 ulp); tanh and sigmoid through exp; erf by Abramowitz-Stegun 7.1.26
-# (absolute error < 1.5e-7); sqrt and abs are exact. NaN and infinities give what libm gives.
+# minimax polynomial in Horner form (Juffa's expf, as MLAS uses it; <= 1 ulp); tanh and sigmoid
+# through exp; erf by Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7); sqrt and abs are exact.
+# NaN and infinities give what libm gives.
 VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "abs")
 
 
@@ -310,20 +331,26 @@ def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
             f"return y * ({t})((h + 127) << 23) * ({t})((k - h + 127) << 23); }}"
         )
         code.append(_helper(t, lanes, f"tt_ldexp_{t}({t} y, {t} n)", ldexp, _NATIVE_LDEXP))
+        # NaN falls through the comparisons, so a NaN argument stays NaN to the end (through r)
+        clamp = (
+            f"{{ return tt_select_{t}(x < -110.0f, tt_splat_{t}(-110.0f), "
+            f"tt_select_{t}(x > 89.0f, tt_splat_{t}(89.0f), x)); }}"
+        )
+        code.append(_helper(t, lanes, f"tt_exp_clamp_{t}({t} x)", clamp, _NATIVE_EXP_CLAMP))
         code.append(f"""static inline {t} tt_exp_{t}({t} x) {{
-  /* exp(c) = 2^n e^r with c clamped to [-110, 89] (NaN to a number, put back at the end), a range
-     where exp(c) rounds to 0 (exp(-inf) = 0) or overflows to inf (exp(inf) = inf) like exp(x) */
-  {t} c = tt_select_{t}(x > -110.0f, x, tt_splat_{t}(-110.0f));
-  c = tt_select_{t}(c < 89.0f, c, tt_splat_{t}(89.0f));
+  /* exp(c) = 2^n e^r with c clamped to [-110, 89], a range where exp(c) rounds to 0 (exp(-inf) = 0)
+     or overflows to inf (exp(inf) = inf) like exp(x); a NaN c makes r, hence the result, NaN */
+  {t} c = tt_exp_clamp_{t}(x);
   {t} fn = tt_floor_{t}(c * 1.44269504088896341f + 0.5f);
-  {t} r = c - fn * 0.693359375f + fn * 2.12194440e-4f;
-  {t} y = 1.9875691500e-4f * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
-  return tt_select_{t}(x == x, tt_ldexp_{t}(y, fn), x);
+  {t} r = fn * -6.93145752e-1f + c;
+  r = fn * -1.42860677e-6f + r;
+  {t} y = 1.37805939e-3f * r + 8.37312452e-3f;
+  y = y * r + 4.16695364e-2f;
+  y = y * r + 1.66664720e-1f;
+  y = y * r + 4.99999851e-1f;
+  y = y * r + 1.0f;
+  y = y * r + 1.0f;
+  return tt_ldexp_{t}(y, fn);
 }}""")
     if "tanh" in need:
         code.append(f"""static inline {t} tt_tanh_{t}({t} x) {{

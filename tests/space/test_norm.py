@@ -63,15 +63,33 @@ def test_default_and_sampled_configs_match_numpy(spec: str, isa: str) -> None:
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_softmax_of_wide_rows_keeps_float32_accuracy(isa: str) -> None:
+    """exp over its whole range: rows spread over [-120, 0] below their max (exp near 1, tiny,
+    denormal and 0), masked entries at -inf, and a row holding a NaN, which is NaN throughout."""
+    target = _runnable(isa)
+    wl = tt.workload("softmax:rows=6,cols=203")
+    rng = np.random.default_rng(3)
+    x = np.stack([rng.uniform(-lo, 0, 203) for lo in (1, 20, 90, 120, 120, 5)]).astype(np.float32)
+    x[3, ::7] = -np.inf
+    x[4, 50] = np.nan
+    want = wl.reference([x])
+    ds = design_space(wl, target)
+    got = tt.compile(wl, schedule=ds.schedule(ds.default), target=target)(x)
+    assert np.isnan(got[4]).all()
+    np.testing.assert_allclose(np.delete(got, 4, 0), np.delete(want, 4, 0), rtol=2e-6, atol=1e-30)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_default_splits_rows_evenly_and_blocks_short_rows(isa: str) -> None:
-    """Long rows: one row per block (35 rows in blocks of 32 gave one thread 32 of them); short
-    rows: statistics for a block of rows at once."""
+    """Long rows: one row per block (35 rows in blocks of 32 gave one thread 32 of them), the
+    reductions unrolled; short rows: statistics for a block of rows at once."""
     target = tt.Target.cross(isa, num_threads=2)
     long_rows = design_space(tt.workload("softmax:rows=35,cols=10000"), target).default
     short_rows = design_space(tt.workload("softmax:rows=2364,cols=197"), target).default
     assert (long_rows["rows_per_block"], long_rows["stats_at"]) == (1, "row")
     assert short_rows["rows_per_block"] > 1 and short_rows["stats_at"] == "block"
     assert long_rows["fast_math"] and short_rows["fast_math"]
+    assert long_rows["unroll"] > 1  # several accumulators per reduction
 
 
 def test_default_final_pass_multiplies_by_a_reciprocal(avx512_target) -> None:

@@ -33,20 +33,25 @@ static inline f32x8 tt_floor_f32x8(f32x8 x) { return (f32x8)_mm256_floor_ps(x); 
 static inline f32x8 tt_floor_f32x8(f32x8 x) { i32x8 n = __builtin_convertvector(x, i32x8); n = n + (i32x8)(__builtin_convertvector(n, f32x8) > x); return __builtin_convertvector(n, f32x8); }
 #endif
 static inline f32x8 tt_ldexp_f32x8(f32x8 y, f32x8 n) { i32x8 k = __builtin_convertvector(n, i32x8), h = k >> 1; return y * (f32x8)((h + 127) << 23) * (f32x8)((k - h + 127) << 23); }
+#if defined(__AVX__)
+static inline f32x8 tt_exp_clamp_f32x8(f32x8 x) { return (f32x8)_mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-110.0f), x)); }
+#else
+static inline f32x8 tt_exp_clamp_f32x8(f32x8 x) { return tt_select_f32x8(x < -110.0f, tt_splat_f32x8(-110.0f), tt_select_f32x8(x > 89.0f, tt_splat_f32x8(89.0f), x)); }
+#endif
 static inline f32x8 tt_exp_f32x8(f32x8 x) {
-  /* exp(c) = 2^n e^r with c clamped to [-110, 89] (NaN to a number, put back at the end), a range
-     where exp(c) rounds to 0 (exp(-inf) = 0) or overflows to inf (exp(inf) = inf) like exp(x) */
-  f32x8 c = tt_select_f32x8(x > -110.0f, x, tt_splat_f32x8(-110.0f));
-  c = tt_select_f32x8(c < 89.0f, c, tt_splat_f32x8(89.0f));
+  /* exp(c) = 2^n e^r with c clamped to [-110, 89], a range where exp(c) rounds to 0 (exp(-inf) = 0)
+     or overflows to inf (exp(inf) = inf) like exp(x); a NaN c makes r, hence the result, NaN */
+  f32x8 c = tt_exp_clamp_f32x8(x);
   f32x8 fn = tt_floor_f32x8(c * 1.44269504088896341f + 0.5f);
-  f32x8 r = c - fn * 0.693359375f + fn * 2.12194440e-4f;
-  f32x8 y = 1.9875691500e-4f * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
-  return tt_select_f32x8(x == x, tt_ldexp_f32x8(y, fn), x);
+  f32x8 r = fn * -6.93145752e-1f + c;
+  r = fn * -1.42860677e-6f + r;
+  f32x8 y = 1.37805939e-3f * r + 8.37312452e-3f;
+  y = y * r + 4.16695364e-2f;
+  y = y * r + 1.66664720e-1f;
+  y = y * r + 4.99999851e-1f;
+  y = y * r + 1.0f;
+  y = y * r + 1.0f;
+  return tt_ldexp_f32x8(y, fn);
 }
 typedef int32_t i32x8 __attribute__((vector_size(32), aligned(32)));
 static inline i32x8 tt_load_i32x8(const int32_t* p) { i32x8 v; memcpy(&v, p, sizeof v); return v; }
