@@ -10,7 +10,10 @@ loads ``vectors`` vectors and broadcasts ``rows`` scalars, ``rows*vectors`` FMAs
   (``pack_weights``) from panels ``W_pack[K/w, R, S, C, w]`` in the reduce loops' order, one
   contiguous stream a tile.
   Narrow output rows waste lanes; strides 2 to 4 make each input vector a few contiguous
-  loads and shuffles, larger strides a gather.
+  loads and shuffles, larger strides a gather. In a depthwise NCHW conv (``row_axis``) the
+  rows are either output channels, each reading its own input plane, or (``pixels``) one
+  channel's output rows, which share the input rows their windows overlap on: with the
+  window's rows unrolled, each input vector is loaded once for all the FMAs that use it.
 * ``channels`` (NCHW, ungrouped): an implicit GEMM, as in oneDNN's NCHWc kernels. The vectors
   run along output channels, read from weights packed into ``W_pack[K/w, C, R, S, w]``
   (``w = vectors*lanes``), and the rows are ``pixel_rows x rows`` output pixels whose input
@@ -33,6 +36,7 @@ import math
 from ..schedule import Schedule
 from ..target import Target
 from ..workload import Workload
+from .conv_tiles import channel_default, depthwise_default, nhwc_default, tile_width
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
@@ -64,11 +68,18 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     by_channel = layout == "NCHW" and ext[a1] // groups >= 8
     # an epilogue (bias, activation, residual add) is its own output stage after the conv
     epilogue = any(st.is_output and st.tensor.tag != "conv2d" for st in Schedule(wl.outputs).stages)
+    # a depthwise NCHW conv's column tile can instead run down one channel's output rows,
+    # which then share their input rows (a window of R rows slides by the stride)
+    depthwise = layout == "NCHW" and grouped and ext[main.reduce_axes[0].name] == 1
     # per variant: (axis of the broadcast rows, axis of the vectors)
-    tile_axes = {"columns": (row, col), "channels": (a3, a1)}
+    tile_axes = {"columns": (row, col), "channels": (a3, a1), "pixels": (a2, col)}
+
+    def tile_axes_of(c: Config) -> tuple[str, str]:
+        return tile_axes["pixels" if c.get("row_axis") == "pixels" else c["vector_axis"]]
+
     knobs = [
         Knob("vector_axis", ("columns", "channels") if by_channel else ("columns",)),
-        Knob("rows", tuple(x for x in ROWS if x <= max(ext[row], ext[a3]))),
+        Knob("rows", tuple(x for x in ROWS if x <= max(ext[row], ext[a3], depthwise * ext[a2]))),
         Knob("vectors", (1, 2, 3, 4, 5, 6, 7, 8)),
         Knob("lanes", lane_choices),
         Knob("pixel_rows", tuple(x for x in (1, 2, 4) if x <= ext[a2])),
@@ -83,6 +94,8 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         # NHWC only, and absent from the configs recorded before it: a tile's weights read as
         # one contiguous stream from output-channel panels instead of rows K floats apart
         *([Knob("pack_weights", (False, True), absent_means=False)] if layout == "NHWC" else []),
+        # depthwise NCHW only, and absent from the configs recorded before it
+        *([Knob("row_axis", ("channels", "pixels"), absent_means="channels")] if depthwise else []),
         *common_knobs(),
     ]
     constraints = [
@@ -90,14 +103,11 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
             "register_tile_fits",
             lambda c: c["rows"] * c["pixel_rows"] * c["vectors"] + c["vectors"] + 1 <= regs,
         ),
-        Constraint(
-            "rows_within_output", lambda c: c["rows"] <= ext[tile_axes[c["vector_axis"]][0]]
-        ),
+        Constraint("rows_within_output", lambda c: c["rows"] <= ext[tile_axes_of(c)[0]]),
         Constraint(
             "tile_not_wider_than_output",
             lambda c: (
-                c["vectors"] == 1
-                or (c["vectors"] - 1) * c["lanes"] < ext[tile_axes[c["vector_axis"]][1]]
+                c["vectors"] == 1 or (c["vectors"] - 1) * c["lanes"] < ext[tile_axes_of(c)[1]]
             ),
         ),
         Constraint(
@@ -121,7 +131,9 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         if config["vector_axis"] == "channels":
             _channels(s, name, host, (n_, a1, a2, a3), config)
         else:
-            _columns(s, name, host, layout, (n_, a1, a2, a3), row, col, config)
+            pixels = config.get("row_axis") == "pixels"
+            tile_row, middle = (a2, a1) if pixels else (row, a2 if layout == "NCHW" else a1)
+            _columns(s, name, host, layout, (n_, a1, a2, a3), (tile_row, middle, col), config)
         if target.num_threads > 1:
             leaves = [lp.name for lp in s[host].leaves]
             outer = leaves[1] if ext[n_] == 1 else leaves[0]
@@ -134,7 +146,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         apply_common(s, config)
         return s
 
-    lanes_d, vectors_d = _tile_width(ext[col], lane_choices)
+    lanes_d, vectors_d = tile_width(ext[col], lane_choices)
     # channels of a grouped NCHW conv (each its own input plane) per tile: at least 14 vector
     # accumulators on narrow rows (Zen 5, MobileNetV2's depthwise convs: 7 channels x 2
     # vectors ran 1.2-1.3x faster than 3 x 2 at 14x14; as fast at 28x28 and 7x7)
@@ -156,6 +168,11 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         "parallel_fuse": False,
         "opt_level": "O3",
     } | ({"fuse_epilogue": True} if epilogue else {})
+    if depthwise and regs < 32:  # measured on AVX2; 32 registers keep the channel tiles until timed
+        window = ext[main.reduce_axes[1].name]
+        default |= depthwise_default(
+            ext[col], ext[a2], window, knobs[1].int_choices, lane_choices, regs
+        )
     if layout == "NHWC":
         # weight panels: the tile reads one contiguous stream, packed once with the model. Zen
         # 5, 2 threads, in ResNet-18: 3x3 convs 1.07x faster at 28x28, 1.3-1.4x at 14x14,
@@ -169,7 +186,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     # 16->96 1x1 conv at 112x112: 1.5x faster than a 2x7 channel tile)
     short = reduction <= lanes and main.tensor.attrs.get("stride", (1, 1))[1] == 1
     if by_channel and not (short and ext[col] >= 2 * lanes):
-        default |= _channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
+        default |= channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
         # vectors along channels reach a fused epilogue through a strided tile: it pays where a
         # short reduction makes the conv memory-bound and the output is large (Zen 4: 1x1
         # convs 1.6x faster at 16x112x112, 1.3x at 24x56x56 and 128x28x28, as fast at
@@ -182,7 +199,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         default["fuse_epilogue"] = ext[col] >= lane_choices[0]
     if layout == "NHWC" and regs >= 32:
         group_channels = ext[main.reduce_axes[-1].name]  # NHWC reduces over (r, s, c)
-        default |= _nhwc_default(ext[a3], ext[a2], knobs[1].int_choices, lane_choices[-1], regs)
+        default |= nhwc_default(ext[a3], ext[a2], knobs[1].int_choices, lane_choices[-1], regs)
         default["reduce_order"] = "rsc" if group_channels >= lane_choices[-1] else "crs"
         # weights past twice L2 stay hot while a channel block runs over all its pixels
         # (Zen 5, ResNet-18's 512-channel 3x3 convs, 9.4 MB each: 0.9x the time in the model;
@@ -192,52 +209,41 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
 
 
-def _nhwc_default(
-    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
-) -> Config:
-    """NHWC on 32 registers: ``vectors`` x ``lanes`` output channels (contiguous weight rows
-    and stores) x ``rows`` pixels of an output row, as ``_wide_tile`` cuts them, preferring 3
-    vectors to 1 where 2 do not cover the channels evenly; the channel loop innermost, so each
-    pixel's reads run along contiguous input channels and weight rows (where there are a
-    vector's worth of them: the ResNet stem's 3 channels ran as fast or faster outermost).
+def _columns(s: Schedule, name: str, host: str, layout: str, axes, tile_axes, config) -> None:
+    """Tile channels (NCHW) or columns (NHWC), or (``row_axis="pixels"``, depthwise NCHW) one
+    channel's output rows, x a vector-wide run of the innermost axis; ``tile_axes`` is (the
+    tile's row axis, the axis between the tiles, the vector axis). The tiles run in ``host``'s
+    loops (the conv's, or its epilogue's: ``_place_tile``).
 
-    Measured on Zen 5 (AVX-512, one thread) on MobileNetV2's and ResNet-18's convs: 2x7 tiles
-    against the old default (the widest even vector run x 3 pixels): 1x1 convs 1.5-2.5x faster
-    (24->144 at 56x56: 202 -> 91 us; NCHW's default 172), depthwise 3x3 0.85-1.8x (144 at 56x56:
-    109 -> 60 us; NCHW 131; 384 at 14x14: 10.6 -> 12.7), dense 3x3 1.4-2.6x (512 at 7x7: 2695
-    -> 1035 us; NCHW 1356).
-    """
-    vectors, rows = _wide_tile(channels, width, pixels, lanes, regs, (2, 3, 1))
-    return {"vectors": vectors, "lanes": lanes, "rows": rows}
-
-
-def _columns(
-    s: Schedule, name: str, host: str, layout: str, axes, row: str, col: str, config
-) -> None:
-    """Tile channels (NCHW) or columns (NHWC) x a vector-wide run of the innermost axis; the
-    tiles run in ``host``'s loops (the conv's, or its epilogue's: ``_place_tile``)."""
+    A tile of output rows unrolls the window's rows as well: output row ``p`` reads input row
+    ``p*stride + r``, so each input row's vectors are loaded once for every (p, r) reading them
+    (gcc merges the identical loads of the unrolled block), and each weight is broadcast once
+    for the tile's rows: a 7x7 window on 4 rows loads 10 rows x 7 vectors for 196 FMAs."""
+    row, _, col = tile_axes
+    pixels = config.get("row_axis") == "pixels"
     rows, lanes = config["rows"], config["lanes"]
     width = config["vectors"] * lanes
     packed = column_operand(s[name], col) if config.get("pack_weights", False) else None
     cache = s.cache_write(name, "register")
     hosted = _host_axes(s, name, host, axes)
-    n_, a1, a2, _ = hosted
-    h_row, h_col = hosted[axes.index(row)], hosted[axes.index(col)]
+    h_row, middle, h_col = (hosted[axes.index(a)] for a in tile_axes)
     ro, ri = s.split(host, h_row, rows)
     co, ci = s.split(host, h_col, width)
-    middle = a2 if layout == "NCHW" else a1
-    if layout == "NCHW":
-        s.reorder(host, [n_, ro, middle, co, ri, ci])
-    elif config.get("channels_outer", False):  # a channel block's weights reused while hot
-        s.reorder(host, [n_, co, middle, ro, ri, ci])
-    else:
-        s.reorder(host, [n_, middle, ro, co, ri, ci])
+    if config.get("channels_outer", False):  # NHWC: a channel block's weights reused while hot
+        s.reorder(host, [hosted[0], co, middle, ro, ri, ci])
+    elif layout == "NCHW" and not pixels:
+        s.reorder(host, [hosted[0], ro, middle, co, ri, ci])
+    else:  # NHWC, or a depthwise channel's plane, its rows in tiles
+        s.reorder(host, [hosted[0], middle, ro, co, ri, ci])
     _place_tile(s, name, host, cache, ro if config.get("channels_outer", False) else co)
     c, r, sk = (lp.name for lp in s[cache].leaves if lp.kind == "reduce")
     if layout == "NHWC":
         r, sk, c = c, r, sk  # NHWC reduce axes are (r, s, c)
-    red = [c, r, sk] if config["reduce_order"] == "crs" else [r, sk, c]
+    # output rows: each column offset's window rows unrolled, for their shared loads
+    red = [c, sk, r] if pixels else [c, r, sk] if config["reduce_order"] == "crs" else [r, sk, c]
     s.reorder(cache, [*red, row, col])
+    if pixels:
+        s.unroll(cache, r)
     s.unroll(cache, row)
     vector_columns(s, cache, col, width, lanes)
     if host != name:  # the conv's own loops copy the registers to the tile
@@ -301,77 +307,3 @@ def _place_tile(s: Schedule, name: str, host: str, cache: str, loop: str) -> Non
         return
     s.compute_at(name, host, loop)
     s.compute_at(cache, name, s[name].leaves[0].name)
-
-
-def _channel_default(
-    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
-) -> Config:
-    """The channel tile of the default: ``vectors`` x ``lanes`` output channels x ``rows``
-    pixels of an output row. The pad is materialised and the channel loop outermost: on Zen 3
-    (AVX2) 2x6 tiles ran 1.6x faster than 1x14 ones, and the same tile with the pad inlined and
-    the channel loop innermost ran at half speed."""
-    if regs >= 32:
-        vectors, rows = _wide_tile(channels, width, pixels, lanes, regs)
-    else:
-        vectors, rows = _narrow_tile(channels, width, pixels, lanes, regs)
-    return {
-        "vector_axis": "channels",
-        "rows": rows,
-        "vectors": vectors,
-        "lanes": lanes,
-        "inline_pad": False,
-        "reduce_order": "crs",
-        "parallel_fuse": True,  # (channel blocks x output rows) chunks for the threads
-    }
-
-
-def _wide_tile(
-    channels: int,
-    width: int,
-    pixels: tuple[int, ...],
-    lanes: int,
-    regs: int,
-    order: tuple[int, ...] = (2, 1, 3),
-) -> tuple[int, int]:
-    """32 vector registers (AVX-512): two vectors of channels unless one or three cover them
-    evenly and two do not, and 5 to 8 pixels of a row, cut with the least waste, 7 on a tie.
-
-    Measured on Zen 5 (AVX-512, one thread) over every conv of ResNet-18 and MobileNetV2:
-    2x7 tiles ran 1.4-1.8x faster than 4x6 ones on the 3x3 convs from 28x28 down to 7x7, 2.1x
-    on the 7x7 stride-2 stem, as fast at 56x56, and 1.0-2.0x on the 1x1 convs (4x4: 1.1-1.4x
-    slower than 2x7, though it loads less per FMA). A ragged row of tiles costs: 8x2 tiles ran
-    1.8x slower than 7x2 on 28-wide rows, 5x3 1.7x slower than 7x3.
-    """
-    fits = [cv for cv in order if (cv - 1) * lanes < channels]
-    even = [cv for cv in fits if channels % (cv * lanes) == 0]
-    vectors = (even or fits)[0]
-    low = min(5, width)  # fewer pixels a tile load more per FMA
-    rows = [pw for pw in pixels if low <= pw <= 8 and vectors * pw + vectors + 1 <= regs]
-    return vectors, min(rows, key=lambda pw: (_waste(width, pw), pw != 7, -pw))
-
-
-def _narrow_tile(
-    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
-) -> tuple[int, int]:
-    """Fewer registers (AVX2): the tile feeding the most FMAs per load (``vectors*rows`` FMAs
-    per ``vectors + rows`` loads) that fits them, preferring tiles that cover the output
-    channels evenly (a ragged channel tile runs guarded)."""
-    options = [
-        (cv, pw)
-        for cv in (1, 2, 3, 4)
-        for pw in pixels
-        if cv * pw + cv + 1 <= regs and (cv - 1) * lanes < channels and pw <= width
-    ]
-    even = [o for o in options if channels % (o[0] * lanes) == 0] or options
-    return max(even, key=lambda o: (o[0] * o[1] / (o[0] + o[1]), -_waste(width, o[1])))
-
-
-def _waste(extent: int, tile: int) -> int:
-    """Iterations a tile of ``tile`` computes past the end of ``extent``."""
-    return -(-extent // tile) * tile - extent
-
-
-def _tile_width(extent: int, lane_choices: tuple[int, ...]) -> tuple[int, int]:
-    """(lanes, vectors) covering the output row with the least padding, then the widest."""
-    options = [(lanes, v) for lanes in lane_choices for v in range(1, 8)]
-    return min(options, key=lambda o: (_waste(extent, o[0] * o[1]), -o[0] * o[1]))

@@ -4,6 +4,8 @@ where every lane of a vector reads the same input element."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -169,17 +171,39 @@ def test_defaults_match_numpy(spec: str, target) -> None:
     np.testing.assert_allclose(kernel(*inputs), wl.reference(inputs), rtol=1e-4, atol=1e-4)
 
 
-def test_depthwise_default_on_narrow_rows(avx512_target) -> None:
-    """Rows narrower than a vector run the epilogue apart; 14-wide rows tile 7 channels."""
+def test_depthwise_default_on_wide_register_files_keeps_channel_tiles(avx512_target) -> None:
+    """32 registers (output-row tiles not yet timed there): rows narrower than a vector run the
+    epilogue apart; 14-wide rows tile 7 channels; the row tiles stay a point of the space."""
     narrow = "conv2d:C=96,H=7,W=7,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
     default = design_space(tt.workload(narrow), avx512_target).default
     assert not default["fuse_epilogue"] and default["rows"] == 7
     mid = "conv2d:C=96,H=14,W=14,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
-    default = design_space(tt.workload(mid), avx512_target).default
-    assert default["fuse_epilogue"] and (default["rows"], default["vectors"]) == (7, 2)
+    ds = design_space(tt.workload(mid), avx512_target)
+    assert ds.default["fuse_epilogue"] and (ds.default["rows"], ds.default["vectors"]) == (7, 2)
+    assert ds.space.complete(ds.default)["row_axis"] == "channels"
+    assert ds.space.is_valid({**ds.default, "row_axis": "pixels", "rows": 8, "vectors": 1})
     wide = "conv2d:C=96,H=56,W=56,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
     default = design_space(tt.workload(wide), avx512_target).default
     assert default["fuse_epilogue"] and default["rows"] == 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "tile"),
+    [
+        ("C=144,H=56,W=56,K=144,R=5,S=5,stride=2,pad=2", (8, 1, True)),
+        ("C=480,H=14,W=14,K=480,R=5,S=5,pad=2", (8, 1, True)),
+        ("C=192,H=28,W=28,K=192,R=7,S=7,pad=3", (4, 2, False)),  # 7 weights + 8 accumulators
+    ],
+)
+def test_depthwise_default_tiles_output_rows_on_narrow_register_files(
+    spec: str, tile: tuple[int, int, bool]
+) -> None:
+    """16 registers: 8 output rows x 1 vector, or 4 x 2 under a window 7 rows tall, read from
+    a padded copy."""
+    avx2 = tt.Target.cross("avx2", num_threads=2)
+    default = design_space(tt.workload(f"conv2d:{spec},groups={spec[2:5]}"), avx2).default
+    assert default["row_axis"] == "pixels"
+    assert (default["rows"], default["vectors"], default["inline_pad"]) == tile
 
 
 @pytest.mark.parametrize(
@@ -384,3 +408,81 @@ def test_depthwise_and_small_groups_keep_column_tiles(target) -> None:
     ):
         ds = design_space(tt.workload(spec), target)
         assert ds.space.knob("vector_axis").choices == ("columns",)
+
+
+DEPTHWISE_SPECS = [
+    "depthwise_conv2d:C=3,H=13,W=13,R=3,S=3,pad=1",
+    "depthwise_conv2d:C=3,H=27,W=27,R=3,S=3,stride=2,pad=1",
+    "depthwise_conv2d:C=2,H=13,W=27,R=5,S=5,pad=2",
+    "depthwise_conv2d:C=2,H=27,W=13,R=5,S=5,stride=2,pad=2",
+    "depthwise_conv2d:C=2,H=13,W=13,R=7,S=7,pad=3",
+    "depthwise_conv2d:C=2,H=27,W=27,R=7,S=7,stride=2,pad=3",
+    "conv2d:C=4,H=11,W=13,K=4,R=3,S=3,stride=2,pad=1,groups=4,epilogue=bias+relu",
+]
+ROW_TILES = [
+    {"rows": 3, "vectors": 2, "lanes": 8, "inline_pad": True},
+    {"rows": 8, "vectors": 1, "lanes": 8, "inline_pad": False},
+    {"rows": 5, "vectors": 1, "lanes": 8, "inline_pad": True, "reduce_order": "rsc"},
+]
+
+
+@pytest.mark.parametrize("spec", DEPTHWISE_SPECS)
+def test_depthwise_output_row_tiles_match_numpy(spec: str, target) -> None:
+    """Tiles of a channel's output rows, ragged in rows and columns, strided, padded or not,
+    with the epilogue fused or apart, compute what NumPy does."""
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    assert ds.space.knob("row_axis").choices == ("channels", "pixels")
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    fused = ({"fuse_epilogue": True}, {"fuse_epilogue": False}) if "epilogue" in spec else ({},)
+    configs = [ds.default] + [
+        {**ds.default, "row_axis": "pixels", **tile, **f} for tile in ROW_TILES for f in fused
+    ]
+    checked = 0
+    for config in configs:
+        if not ds.space.is_valid(config):
+            continue
+        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
+        np.testing.assert_allclose(kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+        checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_depthwise_row_tile_unrolls_the_window_rows(isa: str) -> None:
+    """A row tile unrolls the window's rows inside each column offset, so the tile's rows read
+    each input row once per offset: a 7x7 window on 4 rows x 1 vector reads 10 distinct input
+    rows' vectors per offset (not 28), and broadcasts 7 weights (not 28)."""
+    cross = tt.Target.cross(isa, num_threads=2)
+    wl = tt.workload("depthwise_conv2d:C=8,H=28,W=28,R=7,S=7,pad=3")
+    ds = design_space(wl, cross)
+    config = {**ds.default, "row_axis": "pixels", "rows": 4, "vectors": 1, "inline_pad": False}
+    source, _ = build_source(ds.schedule(config), "conv2d", cross)
+    conv = source.split("/* stage conv2d */")[1]
+    assert "for (int s = 0; s < 7; ++s)" in conv and "for (int r " not in conv
+    block = conv.split("for (int s = 0; s < 7; ++s) {")[1].split("}")[0]  # the full tile's
+    loads = re.findall(r"tt_load_f32x\d+\(&X_pad\[([^\]]*)\]\)", block)
+    weights = re.findall(r"tt_bcast_f32x\d+\(&W\[([^\]]*)\]\)", block)
+    assert (len(loads), len(set(loads))) == (28, 10)
+    assert (len(weights), len(set(weights))) == (28, 7)
+
+
+def test_depthwise_configs_from_before_the_row_knob_still_build(target) -> None:
+    """A config without ``row_axis`` (recorded before it) builds the channel tile it was
+    measured as; the knob exists only for depthwise NCHW convs."""
+    wl = tt.workload("depthwise_conv2d:C=5,H=13,W=11,R=5,S=5,stride=2,pad=2")
+    ds = design_space(wl, target)
+    old = {k: v for k, v in ds.default.items() if k != "row_axis"} | {"rows": 3, "vectors": 1}
+    assert ds.space.is_valid(old)
+    assert ds.schedule(old).trace == ds.schedule({**old, "row_axis": "channels"}).trace
+    assert ds.schedule(old).trace != ds.schedule({**old, "row_axis": "pixels"}).trace
+    inputs = wl.random_inputs(0)
+    kernel = tt.compile(wl, schedule=ds.build(old), target=target)
+    np.testing.assert_allclose(kernel(*inputs), wl.reference(inputs), rtol=1e-4, atol=1e-4)
+    for spec in (
+        "conv2d:C=8,H=9,W=9,K=8,R=3,S=3,groups=2",
+        "conv2d:C=1,H=9,W=9,K=8,R=3,S=3",  # one input channel, but every output reads it
+        "conv2d:C=5,H=8,W=10,K=5,R=3,S=3,groups=5,layout=NHWC",
+    ):
+        assert "row_axis" not in design_space(tt.workload(spec), target).space.names

@@ -1,0 +1,131 @@
+"""The default register tiles of the conv design space, as measured: which tile shape each
+register file, layout and window gets when nothing has been tuned (``space/conv.py`` holds the
+space and its schedules; this module only picks sizes from the measurements in its docstrings)."""
+
+from __future__ import annotations
+
+from .space import Config
+
+
+def nhwc_default(
+    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
+) -> Config:
+    """NHWC on 32 registers: ``vectors`` x ``lanes`` output channels (contiguous weight rows
+    and stores) x ``rows`` pixels of an output row, as ``_wide_tile`` cuts them, preferring 3
+    vectors to 1 where 2 do not cover the channels evenly; the channel loop innermost, so each
+    pixel's reads run along contiguous input channels and weight rows (where there are a
+    vector's worth of them: the ResNet stem's 3 channels ran as fast or faster outermost).
+
+    Measured on Zen 5 (AVX-512, one thread) on MobileNetV2's and ResNet-18's convs: 2x7 tiles
+    against the old default (the widest even vector run x 3 pixels): 1x1 convs 1.5-2.5x faster
+    (24->144 at 56x56: 202 -> 91 us; NCHW's default 172), depthwise 3x3 0.85-1.8x (144 at 56x56:
+    109 -> 60 us; NCHW 131; 384 at 14x14: 10.6 -> 12.7), dense 3x3 1.4-2.6x (512 at 7x7: 2695
+    -> 1035 us; NCHW 1356).
+    """
+    vectors, rows = _wide_tile(channels, width, pixels, lanes, regs, (2, 3, 1))
+    return {"vectors": vectors, "lanes": lanes, "rows": rows}
+
+
+def channel_default(
+    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
+) -> Config:
+    """The channel tile of the default: ``vectors`` x ``lanes`` output channels x ``rows``
+    pixels of an output row. The pad is materialised and the channel loop outermost: on Zen 3
+    (AVX2) 2x6 tiles ran 1.6x faster than 1x14 ones, and the same tile with the pad inlined and
+    the channel loop innermost ran at half speed."""
+    if regs >= 32:
+        vectors, rows = _wide_tile(channels, width, pixels, lanes, regs)
+    else:
+        vectors, rows = _narrow_tile(channels, width, pixels, lanes, regs)
+    return {
+        "vector_axis": "channels",
+        "rows": rows,
+        "vectors": vectors,
+        "lanes": lanes,
+        "inline_pad": False,
+        "reduce_order": "crs",
+        "parallel_fuse": True,  # (channel blocks x output rows) chunks for the threads
+    }
+
+
+def _wide_tile(
+    channels: int,
+    width: int,
+    pixels: tuple[int, ...],
+    lanes: int,
+    regs: int,
+    order: tuple[int, ...] = (2, 1, 3),
+) -> tuple[int, int]:
+    """32 vector registers (AVX-512): two vectors of channels unless one or three cover them
+    evenly and two do not, and 5 to 8 pixels of a row, cut with the least waste, 7 on a tie.
+
+    Measured on Zen 5 (AVX-512, one thread) over every conv of ResNet-18 and MobileNetV2:
+    2x7 tiles ran 1.4-1.8x faster than 4x6 ones on the 3x3 convs from 28x28 down to 7x7, 2.1x
+    on the 7x7 stride-2 stem, as fast at 56x56, and 1.0-2.0x on the 1x1 convs (4x4: 1.1-1.4x
+    slower than 2x7, though it loads less per FMA). A ragged row of tiles costs: 8x2 tiles ran
+    1.8x slower than 7x2 on 28-wide rows, 5x3 1.7x slower than 7x3.
+    """
+    fits = [cv for cv in order if (cv - 1) * lanes < channels]
+    even = [cv for cv in fits if channels % (cv * lanes) == 0]
+    vectors = (even or fits)[0]
+    low = min(5, width)  # fewer pixels a tile load more per FMA
+    rows = [pw for pw in pixels if low <= pw <= 8 and vectors * pw + vectors + 1 <= regs]
+    return vectors, min(rows, key=lambda pw: (_waste(width, pw), pw != 7, -pw))
+
+
+def _narrow_tile(
+    channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
+) -> tuple[int, int]:
+    """Fewer registers (AVX2): the tile feeding the most FMAs per load (``vectors*rows`` FMAs
+    per ``vectors + rows`` loads) that fits them, preferring tiles that cover the output
+    channels evenly (a ragged channel tile runs guarded)."""
+    options = [
+        (cv, pw)
+        for cv in (1, 2, 3, 4)
+        for pw in pixels
+        if cv * pw + cv + 1 <= regs and (cv - 1) * lanes < channels and pw <= width
+    ]
+    even = [o for o in options if channels % (o[0] * lanes) == 0] or options
+    return max(even, key=lambda o: (o[0] * o[1] / (o[0] + o[1]), -_waste(width, o[1])))
+
+
+def depthwise_default(
+    width: int,
+    height: int,
+    window: int,
+    pixels: tuple[int, ...],
+    lane_choices: tuple[int, ...],
+    regs: int,
+) -> Config:
+    """A depthwise NCHW conv's tile on 16 registers: 8 output rows of one channel x a vector
+    of columns (the fewest loads per FMA), or, with a window taller than 5 (8 accumulators, 7
+    weights), 4 rows x 2 vectors. The accumulators take half the registers; the rest hold the
+    input rows the tile's rows share and the window's weights. A 7x7 window reads its input
+    from a padded copy.
+
+    Measured on Zen 3 (AVX2, 2 threads; the old default 2-6 channels x 2-7 vectors of columns,
+    the pad inlined), 8x1 / 4x2 row tiles against it: EfficientNet-B0's 5x5 stride-2 conv at
+    56x56 1.96x / 1.52x, its 5x5 at 14x14 1.49x / 1.27x, MobileNetV2's 3x3 at 56x56 1.27x /
+    1.05x, its 3x3 stride-2 at 56x56 1.41x / 1.44x, its 3x3 at 14x14 1.20x / 1.30x, ConvNeXt-T's
+    7x7 at 28x28 1.16x / 1.26x (4x2 from a padded copy: 1.45x)."""
+    lanes = next((x for x in lane_choices if x >= width), lane_choices[-1])  # fewest vectors
+    vectors = min(2, -(-width // lanes)) if window > 5 else 1
+    rows = max(x for x in pixels if x <= min(8, regs // 2 // vectors, height))
+    return {
+        "row_axis": "pixels",
+        "rows": rows,
+        "vectors": vectors,
+        "lanes": lanes,
+        "inline_pad": window < 7,
+    }
+
+
+def _waste(extent: int, tile: int) -> int:
+    """Iterations a tile of ``tile`` computes past the end of ``extent``."""
+    return -(-extent // tile) * tile - extent
+
+
+def tile_width(extent: int, lane_choices: tuple[int, ...]) -> tuple[int, int]:
+    """(lanes, vectors) covering the output row with the least padding, then the widest."""
+    options = [(lanes, v) for lanes in lane_choices for v in range(1, 8)]
+    return min(options, key=lambda o: (_waste(extent, o[0] * o[1]), -o[0] * o[1]))
