@@ -56,13 +56,18 @@ def test_tune_model_records_and_compile_uses_them(target, tmp_path, capsys):
     default = compile_model(model, target=target)
     units = {u.name: u for u in compiled.kernels.values()}
     plain = {u.name: u for u in default.kernels.values()}
-    assert [u.tuned for u in units.values()] == [False, True]  # GlobalAveragePool, Gemm
-    # a model packing its weights per call reads no record timed with them packed once
+    # GlobalAveragePool, Gemm: the pool is tuned only where its share of the budget came to a
+    # measurement (the shares follow measured latencies, so a slow host may give it one)
+    pool = result.tasks[1].result
+    pool_recorded = pool is not None and pool.best_config is not None
+    assert [u.tuned for u in units.values()] == [pool_recorded, True]
+    # a model packing its weights per call reads no record timed with them packed once (the
+    # pool has no weights: its key, hence its record, is the same either way)
     unpacked = compile_model(model, db=db, target=target, prepack=False)
-    assert not any(u.tuned for u in unpacked.kernels.values())
+    assert [u.tuned for u in unpacked.kernels.values()] == [pool_recorded, False]
     record, _ = tuned_schedule(tuned.task.workload, db, target)
     default_config = design_space(tuned.task.workload, target).default
-    gemm = next(u for u in units.values() if u.tuned)
+    gemm = list(units.values())[1]
     if record.config != default_config:  # a busy host can leave the default the fastest
         assert gemm.source != plain[gemm.name].source
     x = np.random.default_rng(0).standard_normal((1, 16, 4, 4)).astype(np.float32)
