@@ -15,6 +15,13 @@ from __future__ import annotations
 from ..dtype import ALL, TENSOR_DTYPES
 from ..dtype import dtype as row_of  # `dtype` names a dtype string below
 from ..lower.masks import STRIDED_LOAD_STRIDES
+from .intrinsics import (
+    NATIVE_EXP_CLAMP,
+    NATIVE_FLOOR,
+    NATIVE_LDEXP,
+    NATIVE_MIN_MAX,
+    native_helper,
+)
 from .scratch import SCRATCH
 from .strided import load_strided, maskload_strided
 
@@ -155,72 +162,6 @@ def vector_helpers(dtype: str, lanes: int, funcs: set[str]) -> str:
     return "\n".join(out)
 
 
-# Intrinsics for float32 vectors of 16, 8 and 4 lanes: for each width, (macro, intrinsic) pairs,
-# each under the macro of the ISA it needs. vmaxps/vminps return their second operand when either
-# is NaN: the lanes where the first one is NaN are put back, three instructions as cheap as a
-# compare and select. NEON's fmax/fmin return NaN when either operand is NaN, as NumPy does.
-_Native = dict[int, tuple[tuple[str, str], ...]]
-_NEON = "__ARM_NEON"
-_NATIVE_MIN_MAX: _Native = {
-    16: (
-        (
-            "__AVX512F__",
-            "_mm512_mask_mov_ps(_mm512_{op}_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a)",
-        ),
-    ),
-    8: (
-        (
-            "__AVX__",
-            "_mm256_blendv_ps(_mm256_{op}_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))",
-        ),
-    ),
-    4: (
-        ("__SSE4_1__", "_mm_blendv_ps(_mm_{op}_ps(a, b), a, _mm_cmpunord_ps(a, a))"),
-        (_NEON, "v{op}q_f32((float32x4_t)a, (float32x4_t)b)"),
-    ),
-}
-_NATIVE_FLOOR: _Native = {
-    16: (("__AVX512F__", "_mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)"),),
-    8: (("__AVX__", "_mm256_floor_ps(x)"),),
-    4: (("__SSE4_1__", "_mm_floor_ps(x)"), (_NEON, "vrndmq_f32((float32x4_t)x)")),
-}
-_NATIVE_LDEXP: _Native = {16: (("__AVX512F__", "_mm512_scalef_ps(y, n)"),)}
-# exp's argument clamped to [-110, 89] with NaN kept: vmaxps/vminps return their second operand
-# when either is NaN, NEON's fmax/fmin return NaN
-_NATIVE_EXP_CLAMP: _Native = {
-    16: (
-        (
-            "__AVX512F__",
-            "_mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x))",
-        ),
-    ),
-    8: (
-        (
-            "__AVX__",
-            "_mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-110.0f), x))",
-        ),
-    ),
-    4: (
-        ("__SSE4_1__", "_mm_min_ps(_mm_set1_ps(89.0f), _mm_max_ps(_mm_set1_ps(-110.0f), x))"),
-        (_NEON, "vminq_f32(vmaxq_f32((float32x4_t)x, vdupq_n_f32(-110.0f)), vdupq_n_f32(89.0f))"),
-    ),
-}
-
-
-def _helper(t: str, lanes: int, signature: str, portable: str, native: _Native) -> str:
-    """``static inline {t} {signature}`` with the first intrinsic of ``native`` for this width
-    whose ISA the compiler targets, else with the ``portable`` body."""
-    code = f"static inline {t} {signature} {portable}"
-    if t.startswith("f32") and lanes in native:
-        branches = [
-            f"#{'if' if i == 0 else 'elif'} defined({macro})\n"
-            f"static inline {t} {signature} {{ return ({t}){intrinsic}; }}"
-            for i, (macro, intrinsic) in enumerate(native[lanes])
-        ]
-        code = "\n".join(branches) + f"\n#else\n{code}\n#endif"
-    return code
-
-
 def _min_max(t: str, dtype: str, lanes: int) -> str:
     """``tt_max_`` and ``tt_min_`` for one vector type; on floats NaN in either operand gives
     NaN, as np.maximum / np.minimum."""
@@ -229,10 +170,10 @@ def _min_max(t: str, dtype: str, lanes: int) -> str:
         cond = f"(a {cmp} b) | (a != a)" if row_of(dtype).is_float else f"a {cmp} b"
         native = {
             k: tuple((macro, f.format(op=op)) for macro, f in pairs)
-            for k, pairs in _NATIVE_MIN_MAX.items()
+            for k, pairs in NATIVE_MIN_MAX.items()
         }
         portable = f"{{ return tt_select_{t}({cond}, a, b); }}"
-        out.append(_helper(t, lanes, f"tt_{op}_{t}({t} a, {t} b)", portable, native))
+        out.append(native_helper(t, lanes, f"tt_{op}_{t}({t} a, {t} b)", portable, native))
     return "\n".join(out)
 
 
@@ -323,20 +264,20 @@ def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
             f"n = n + ({m})(__builtin_convertvector(n, {t}) > x); "
             f"return __builtin_convertvector(n, {t}); }}"
         )
-        code.append(_helper(t, lanes, f"tt_floor_{t}({t} x)", floor, _NATIVE_FLOOR))
+        code.append(native_helper(t, lanes, f"tt_floor_{t}({t} x)", floor, NATIVE_FLOOR))
         # y * 2^n for an integral n in [-160, 129]: 2^h 2^(n-h) are two normal floats, so the
         # product rounds once, to 0, a denormal or inf exactly where y * 2^n does
         ldexp = (
             f"{{ {m} k = __builtin_convertvector(n, {m}), h = k >> 1; "
             f"return y * ({t})((h + 127) << 23) * ({t})((k - h + 127) << 23); }}"
         )
-        code.append(_helper(t, lanes, f"tt_ldexp_{t}({t} y, {t} n)", ldexp, _NATIVE_LDEXP))
+        code.append(native_helper(t, lanes, f"tt_ldexp_{t}({t} y, {t} n)", ldexp, NATIVE_LDEXP))
         # NaN falls through the comparisons, so a NaN argument stays NaN to the end (through r)
         clamp = (
             f"{{ return tt_select_{t}(x < -110.0f, tt_splat_{t}(-110.0f), "
             f"tt_select_{t}(x > 89.0f, tt_splat_{t}(89.0f), x)); }}"
         )
-        code.append(_helper(t, lanes, f"tt_exp_clamp_{t}({t} x)", clamp, _NATIVE_EXP_CLAMP))
+        code.append(native_helper(t, lanes, f"tt_exp_clamp_{t}({t} x)", clamp, NATIVE_EXP_CLAMP))
         code.append(f"""static inline {t} tt_exp_{t}({t} x) {{
   /* exp(c) = 2^n e^r with c clamped to [-110, 89], a range where exp(c) rounds to 0 (exp(-inf) = 0)
      or overflows to inf (exp(inf) = inf) like exp(x); a NaN c makes r, hence the result, NaN */

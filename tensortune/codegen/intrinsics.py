@@ -1,0 +1,69 @@
+"""Which ISA intrinsic stands in for a portable C vector helper: per vector width, the first
+intrinsic whose ISA macro the compiler defines, the portable body in the ``#else``."""
+
+from __future__ import annotations
+
+# Intrinsics for float32 vectors of 16, 8 and 4 lanes: for each width, (macro, intrinsic) pairs,
+# each under the macro of the ISA it needs. vmaxps/vminps return their second operand when either
+# is NaN: the lanes where the first one is NaN are put back, three instructions as cheap as a
+# compare and select. NEON's fmax/fmin return NaN when either operand is NaN, as NumPy does.
+Native = dict[int, tuple[tuple[str, str], ...]]
+NEON = "__ARM_NEON"
+NATIVE_MIN_MAX: Native = {
+    16: (
+        (
+            "__AVX512F__",
+            "_mm512_mask_mov_ps(_mm512_{op}_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a)",
+        ),
+    ),
+    8: (
+        (
+            "__AVX__",
+            "_mm256_blendv_ps(_mm256_{op}_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q))",
+        ),
+    ),
+    4: (
+        ("__SSE4_1__", "_mm_blendv_ps(_mm_{op}_ps(a, b), a, _mm_cmpunord_ps(a, a))"),
+        (NEON, "v{op}q_f32((float32x4_t)a, (float32x4_t)b)"),
+    ),
+}
+NATIVE_FLOOR: Native = {
+    16: (("__AVX512F__", "_mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)"),),
+    8: (("__AVX__", "_mm256_floor_ps(x)"),),
+    4: (("__SSE4_1__", "_mm_floor_ps(x)"), (NEON, "vrndmq_f32((float32x4_t)x)")),
+}
+NATIVE_LDEXP: Native = {16: (("__AVX512F__", "_mm512_scalef_ps(y, n)"),)}
+# exp's argument clamped to [-110, 89] with NaN kept: vmaxps/vminps return their second operand
+# when either is NaN, NEON's fmax/fmin return NaN
+NATIVE_EXP_CLAMP: Native = {
+    16: (
+        (
+            "__AVX512F__",
+            "_mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x))",
+        ),
+    ),
+    8: (
+        (
+            "__AVX__",
+            "_mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-110.0f), x))",
+        ),
+    ),
+    4: (
+        ("__SSE4_1__", "_mm_min_ps(_mm_set1_ps(89.0f), _mm_max_ps(_mm_set1_ps(-110.0f), x))"),
+        (NEON, "vminq_f32(vmaxq_f32((float32x4_t)x, vdupq_n_f32(-110.0f)), vdupq_n_f32(89.0f))"),
+    ),
+}
+
+
+def native_helper(t: str, lanes: int, signature: str, portable: str, native: Native) -> str:
+    """``static inline {t} {signature}`` with the first intrinsic of ``native`` for this width
+    whose ISA the compiler targets, else with the ``portable`` body."""
+    code = f"static inline {t} {signature} {portable}"
+    if t.startswith("f32") and lanes in native:
+        branches = [
+            f"#{'if' if i == 0 else 'elif'} defined({macro})\n"
+            f"static inline {t} {signature} {{ return ({t}){intrinsic}; }}"
+            for i, (macro, intrinsic) in enumerate(native[lanes])
+        ]
+        code = "\n".join(branches) + f"\n#else\n{code}\n#endif"
+    return code
