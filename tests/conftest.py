@@ -11,9 +11,12 @@ from tensortune.target import Target
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Every test compiles into a throwaway kernel cache, never the user's."""
+    """Every test compiles into a throwaway kernel cache, never the user's, and times with short
+    repeats (the tests check what the tuner does, not how fast a kernel runs); both reach the
+    tuners that tests start as processes."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TENSORTUNE_CACHE_DIR", str(tmp_path_factory.mktemp("kernels")))
+        patch.setenv("TENSORTUNE_MIN_REPEAT_MS", "2")
         yield
 
 
