@@ -19,6 +19,7 @@ from ..codegen import generate_c
 from ..ir.nodes import PrimFunc
 from ..lower import Prepacked, lower_prepacked
 from ..schedule import Schedule
+from ..schedule.annotations import fast_math
 from ..schedule.schedule import OPT_LEVELS, check_flag
 from ..target import Target
 from .base import Artifact, Call, FeatureHints, ForeignTargetError
@@ -46,7 +47,7 @@ def schedule_flags(sch: Schedule) -> list[str]:
     flags = []
     if "opt_level" in sch.flags:
         flags.append(OPT_FLAGS[sch.flags["opt_level"]])
-    if sch.flags.get("fast_math") or sch.flags.get("opt_level") == "Ofast":
+    if fast_math(sch.flags):
         flags.extend(FAST_MATH_FLAGS)
     if "unroll_pragma" in sch.flags:  # let the C compiler unroll the remaining loops, this much
         flags += ["-funroll-loops", f"--param=max-unroll-times={sch.flags['unroll_pragma']}"]

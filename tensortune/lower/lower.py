@@ -4,6 +4,7 @@
 passes then make every decision the C shows, in this order:
 
 1. ``parallel_loops``  — parallel loops that cannot run in parallel become serial, with a note;
+   ``reciprocals``     — (``fast_math``) loop-invariant divisors inverted once before their loop;
 2. ``unroll``          — unrolled loops (and loops of extent 1) become copies with constants;
 3. ``unswitch``        — loop-invariant guards are tested once, with the facts they establish;
 4. ``vectorize``       — vector accumulators, vector tails split off, scalar fallbacks noted;
@@ -21,21 +22,25 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from ..ir.nodes import PrimFunc
+from ..schedule.annotations import fast_math as allows_fast_math
 from ..schedule.schedule import Schedule
 from .nest import build_nest
 from .parallel import parallel_loops
 from .prepack import Prepacked, check_constants, root_constant_stages, split_constants
+from .reciprocal import reciprocals
 from .registers import promote_registers
 from .unroll import unroll
 from .unswitch import prune, unswitch
 from .vectorize import vectorize
 
 
-def run_passes(func: PrimFunc, masked: bool = True) -> PrimFunc:
+def run_passes(func: PrimFunc, masked: bool = True, fast_math: bool = False) -> PrimFunc:
     """``func`` after every lowering pass: the program as it will run. ``masked``: the target
     has masked vector loads and stores, so a vector tail runs as one masked operation (else as
-    scalar code, see ``vectorize``)."""
+    scalar code, see ``vectorize``). ``fast_math``: the schedule allows reciprocals."""
     body = parallel_loops(func.body, func.num_threads)
+    if fast_math:
+        body = reciprocals(body)
     body = unroll(body)
     body = unswitch(body)
     body = vectorize(body, masked)
@@ -50,7 +55,7 @@ def lower(
 ) -> PrimFunc:
     """Lower a schedule into one PrimFunc named ``name`` (inputs, then outputs, as parameters):
     the final program, which ``generate_c`` prints statement for statement."""
-    return run_passes(build_nest(sch, name, num_threads), masked)
+    return run_passes(build_nest(sch, name, num_threads), masked, allows_fast_math(sch.flags))
 
 
 def lower_prepacked(
@@ -66,8 +71,9 @@ def lower_prepacked(
     constants = check_constants(sch, constants)
     if not constants:
         return Prepacked(lower(sch, name, num_threads, masked))
+    fast = allows_fast_math(sch.flags)
     sch = root_constant_stages(sch, constants)
     split = split_constants(build_nest(sch, name, num_threads), constants)
     if split.prepack is None:
-        return Prepacked(run_passes(split.run, masked))
-    return Prepacked(run_passes(split.run, masked), run_passes(split.prepack, masked))
+        return Prepacked(run_passes(split.run, masked, fast))
+    return Prepacked(run_passes(split.run, masked, fast), run_passes(split.prepack, masked, fast))

@@ -3,6 +3,7 @@ compiled (flags). They change neither the loop nest nor the values computed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ScheduleError
@@ -175,3 +176,9 @@ def check_flag(key: str, value: Any) -> None:
         )
     if key == "fast_math" and not isinstance(value, bool):
         raise ScheduleError("annotate", None, f"fast_math must be True or False, got {value!r}")
+
+
+def fast_math(flags: Mapping[str, Any]) -> bool:
+    """Whether a kernel's flags let it reassociate sums and multiply by reciprocals
+    (``fast_math``, or ``opt_level="Ofast"``, which implies it)."""
+    return bool(flags.get("fast_math")) or flags.get("opt_level") == "Ofast"

@@ -94,8 +94,8 @@ def norm_space(wl: Workload, target: Target) -> DesignSpace:
         # several accumulators break the max and sum reductions' latency chains: 35 rows of
         # 10000 ran 1.13x faster unrolled by 4 (AVX2, Zen 3); rows of 197 the same either way
         "unroll": 4,
-        # reassociation for the unrolled reductions; reciprocals would let the compiler multiply
-        # by 1/sum in the final pass, where it can hoist it (GCC does not yet: it reloads sum)
+        # reassociation for the unrolled reductions, and the final pass multiplies by 1/sum
+        # (`lower.reciprocal`; softmax 2364 x 197 1.03x, layernorm 197 x 768 1.04x on Zen 3)
         "fast_math": True,
         "opt_level": "O3",
     }

@@ -108,8 +108,12 @@ int softmax(const float* restrict X, float* restrict softmax) {
             }
           }
           for (int i0_i = 0; i0_i < 4; ++i0_i) {
-            for (int i1_o_2 = 0; i1_o_2 < 16; ++i1_o_2) {
-              tt_store_f32x8(&softmax[i0_i * 128 + i0_o * 512 + i1_o_2 * 8], (tt_load_f32x8(&softmax_exp[i0_i * 128 + i1_o_2 * 8]) / tt_bcast_f32x8(&softmax_sum[i0_i])));
+            {
+              float softmax_sum_rcp[1] __attribute__((aligned(64)));
+              softmax_sum_rcp[0] = 1.0f / softmax_sum[i0_i];
+              for (int i1_o_2 = 0; i1_o_2 < 16; ++i1_o_2) {
+                tt_store_f32x8(&softmax[i0_i * 128 + i0_o * 512 + i1_o_2 * 8], (tt_load_f32x8(&softmax_exp[i0_i * 128 + i1_o_2 * 8]) * tt_bcast_f32x8(&softmax_sum_rcp[0])));
+              }
             }
           }
         }

@@ -135,13 +135,17 @@ int tail_softmax_avx2(const float* restrict X, float* restrict softmax) {
             }
           }
           for (int i0_i = 0; i0_i < 4; ++i0_i) {
-            for (int i1_o_2 = 0; i1_o_2 < 25; ++i1_o_2) {
-              if (i1_o_2 * 8 + 7 < 197) {
-                tt_store_f32x8(&softmax[i0_i * 197 + i0_o * 788 + i1_o_2 * 8], (tt_load_f32x8(&softmax_exp[i0_i * 197 + i1_o_2 * 8]) / tt_bcast_f32x8(&softmax_sum[i0_i])));
-              } else {
-                /* vector tail: masked */
-                { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o_2 * 8)) < tt_splat_i32x8(197));
-                  tt_maskstore_f32x8(&softmax[i0_i * 197 + i0_o * 788 + i1_o_2 * 8], tt_mask, (tt_maskload_f32x8(&softmax_exp[i0_i * 197 + i1_o_2 * 8], tt_mask) / tt_bcast_f32x8(&softmax_sum[i0_i])));
+            {
+              float softmax_sum_rcp[1] __attribute__((aligned(64)));
+              softmax_sum_rcp[0] = 1.0f / softmax_sum[i0_i];
+              for (int i1_o_2 = 0; i1_o_2 < 25; ++i1_o_2) {
+                if (i1_o_2 * 8 + 7 < 197) {
+                  tt_store_f32x8(&softmax[i0_i * 197 + i0_o * 788 + i1_o_2 * 8], (tt_load_f32x8(&softmax_exp[i0_i * 197 + i1_o_2 * 8]) * tt_bcast_f32x8(&softmax_sum_rcp[0])));
+                } else {
+                  /* vector tail: masked */
+                  { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o_2 * 8)) < tt_splat_i32x8(197));
+                    tt_maskstore_f32x8(&softmax[i0_i * 197 + i0_o * 788 + i1_o_2 * 8], tt_mask, (tt_maskload_f32x8(&softmax_exp[i0_i * 197 + i1_o_2 * 8], tt_mask) * tt_bcast_f32x8(&softmax_sum_rcp[0])));
+                  }
                 }
               }
             }
