@@ -5,21 +5,9 @@ from __future__ import annotations
 from ..dtype import dtype
 from ..errors import LoweringError
 from ..ir.nodes import Buffer
-from ..ir.simplify import expr_range
+from ..ir.simplify import expr_range, flat_offset
 from ..lower.registers import RegisterNames
-from ..lower.vectorize import flat_offset
-from ..te.expr import (
-    Binary,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Expr,
-    Select,
-    Storage,
-    TensorRead,
-    Var,
-)
+from ..te import expr as E
 from .preamble import scalar_call
 
 _PREC = {"or": 1, "and": 2, "cmp": 3, "add": 4, "sub": 4, "mul": 5, "div": 5, "mod": 5}
@@ -31,17 +19,17 @@ class ExprPrinter:
     """Scalar C for expressions; loop variables by their declared names, register buffers by
     the variables ``RegisterNames`` gives them."""
 
-    ranges: dict[Var, int]
-    var_names: dict[Var, str]
+    ranges: dict[E.Var, int]
+    var_names: dict[E.Var, str]
     registers: dict[int, RegisterNames]
     index_type: str
     divmod64: bool
-    vec: tuple[Var, int] | None
+    vec: tuple[E.Var, int] | None
 
-    def offset(self, buf: Buffer, idx: tuple[Expr, ...]) -> Expr:
+    def offset(self, buf: Buffer, idx: tuple[E.Expr, ...]) -> E.Expr:
         return flat_offset(buf, idx, self.ranges)
 
-    def load(self, buf: Storage, idx: tuple[Expr, ...]) -> str:
+    def load(self, buf: E.Storage, idx: tuple[E.Expr, ...]) -> str:
         if not isinstance(buf, Buffer):  # lowering replaces every DSL tensor by its Buffer
             raise LoweringError(f"read of {buf.name!r} was not lowered to a buffer")
         regs = self.registers.get(id(buf))
@@ -49,28 +37,28 @@ class ExprPrinter:
             return regs.access(tuple(idx), self.ranges, None)
         return f"{buf.name}[{self.expr(self.offset(buf, tuple(idx)))}]"
 
-    def load_flat(self, buf: Buffer, off: Expr) -> str:
+    def load_flat(self, buf: Buffer, off: E.Expr) -> str:
         regs = self.registers.get(id(buf))
         if regs is not None:
-            if not isinstance(off, Const):
+            if not isinstance(off, E.Const):
                 raise LoweringError(f"register buffer {buf.name}: offset {off!r} is not constant")
             return regs.name(int(off.value), 1)
         return f"{buf.name}[{self.expr(off)}]"
 
-    def expr(self, e: Expr, parent: int = 0) -> str:
+    def expr(self, e: E.Expr, parent: int = 0) -> str:
         match e:
-            case Const(v, dt):
+            case E.Const(v, dt):
                 return literal(v, dt)
-            case Var():
+            case E.Var():
                 name = self.var_names.get(e)
                 if name is None:
                     raise LoweringError(f"variable '{e.name}' is used outside its loop")
                 return name
-            case TensorRead(buf, idx):
+            case E.TensorRead(buf, idx):
                 return self.load(buf, idx)
-            case Binary("max" | "min" as op, a, b):
+            case E.Binary("max" | "min" as op, a, b):
                 return f"TT_{op.upper()}({self.expr(a)}, {self.expr(b)})"
-            case Binary("floordiv" | "mod" as op, a, b, "int32"):
+            case E.Binary("floordiv" | "mod" as op, a, b, "int32"):
                 sym = "/" if op == "floordiv" else "%"
                 if self.nonneg(a) and self.nonneg(b):
                     return _paren(f"{self.expr(a, 5)} {sym} {self.expr(b, 6)}", 5, parent)
@@ -78,24 +66,24 @@ class ExprPrinter:
                 self.divmod64 |= wide
                 helper = f"tt_floor{'div' if op == 'floordiv' else 'mod'}_i{64 if wide else 32}"
                 return f"{helper}({self.expr(a)}, {self.expr(b)})"
-            case Binary("floordiv", a, b, dt):
+            case E.Binary("floordiv", a, b, dt):
                 return f"floor{'f' if dt == 'float32' else ''}({self.expr(a)} / {self.expr(b)})"
-            case Binary("add", a, Const(v)) if isinstance(v, int | float) and v < 0:
+            case E.Binary("add", a, E.Const(v)) if isinstance(v, int | float) and v < 0:
                 return _paren(f"{self.expr(a, 4)} - {literal(-v, e.dtype)}", 4, parent)
-            case Binary(op, a, b):
+            case E.Binary(op, a, b):
                 p = _PREC[op]
                 return _paren(f"{self.expr(a, p)} {_CSYM[op]} {self.expr(b, p + 1)}", p, parent)
-            case Compare(op, a, b):
+            case E.Compare(op, a, b):
                 return _paren(f"{self.expr(a, 4)} {CMP[op]} {self.expr(b, 4)}", 3, parent)
-            case Select(c, t, f):
+            case E.Select(c, t, f):
                 return f"({self.expr(c)} ? {self.expr(t)} : {self.expr(f)})"
-            case Call(func, (x,), dt):
+            case E.Call(func, (x,), dt):
                 return scalar_call(func, dt, self.expr(x))
-            case Cast(v, dt):
+            case E.Cast(v, dt):
                 return f"(({dtype(dt).c_type})({self.expr(v)}))"
         raise LoweringError(f"cannot emit expression {e!r}")
 
-    def nonneg(self, e: Expr) -> bool:
+    def nonneg(self, e: E.Expr) -> bool:
         """Whether ``e`` is never negative (then C's truncating ``/`` and ``%`` are floors)."""
         lanes = {self.vec[0]: self.vec[1]} if self.vec else {}
         r = expr_range(e, {**self.ranges, **lanes})

@@ -19,26 +19,10 @@ from ..errors import LoweringError
 from ..ir.nodes import Comment, For, IfThen, Seq, Store
 from ..ir.simplify import expr_range, linear_coeff, simplify
 from ..lower.masks import MASKED_DTYPES, lane_guard, strided_load
-from ..lower.vectorize import _COMBINER, reduction
-from ..te.expr import (
-    Binary,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Expr,
-    Select,
-    TensorRead,
-    Var,
-    free_vars,
-    reduce_identity,
-    substitute,
-    walk,
-)
+from ..lower.vectorize import COMBINERS, reduction
+from ..te import expr as E
 from .expr import _CSYM, CMP, ExprPrinter, literal
 from .preamble import vtype
-
-_HORIZONTAL = {"add": "sum", "max": "max", "min": "min"}
 
 
 class VectorPrinter(ExprPrinter):
@@ -52,7 +36,7 @@ class VectorPrinter(ExprPrinter):
     def line(self, text: str) -> None:  # provided by the statement printer
         raise NotImplementedError
 
-    def active_vec(self) -> tuple[Var, int]:
+    def active_vec(self) -> tuple[E.Var, int]:
         """(lane variable, lanes) of the vectorized loop being printed."""
         if self.vec is None:
             raise LoweringError("a vector expression outside a vectorized loop")
@@ -88,7 +72,7 @@ class VectorPrinter(ExprPrinter):
             self.vec = None
             self.masks = []
 
-    def masked_store(self, cond: Expr, st: Store) -> None:
+    def masked_store(self, cond: E.Expr, st: Store) -> None:
         """``if cond: st`` on the lanes where ``cond`` holds: its scalar part is an ``if``, its
         per-lane part the mask ``tt_mask`` of a block of its own."""
         scalar, lanes = lane_guard(cond, self.active_vec()[0])
@@ -124,7 +108,7 @@ class VectorPrinter(ExprPrinter):
         want = dtype(dt).mask
         return " & ".join(self.mask_as(code, have, want) for code, have in self.masks)
 
-    def in_bounds(self, buf, idx: tuple[Expr, ...]) -> bool:
+    def in_bounds(self, buf, idx: tuple[E.Expr, ...]) -> bool:
         """Whether every lane's element of ``buf[idx]`` lies inside ``buf`` (a padded panel).
         A masked store runs only when some lane is active (`some_lane`), so an index that does
         not depend on the lane is in bounds, unless a padding test guards the read."""
@@ -132,15 +116,15 @@ class VectorPrinter(ExprPrinter):
         ranges = {**self.ranges, v: lanes}
         padded = len(self.masks) > (1 if self.masks and self.masks[0][0] == "tt_mask" else 0)
         for i, n in zip(idx, buf.shape, strict=True):
-            if v not in free_vars(i) and not padded:
+            if v not in E.free_vars(i) and not padded:
                 continue
             r = expr_range(i, ranges)
             if r is None or r[0] < 0 or r[1] >= n:
                 return False
         return True
 
-    def lane(self, off: Expr, k: int) -> Expr:
-        return simplify(substitute(off, {self.active_vec()[0]: Const(k)}), self.ranges)
+    def lane(self, off: E.Expr, k: int) -> E.Expr:
+        return simplify(E.substitute(off, {self.active_vec()[0]: E.Const(k)}), self.ranges)
 
     def vector_store(self, st: Store) -> None:
         v, lanes = self.active_vec()
@@ -158,11 +142,11 @@ class VectorPrinter(ExprPrinter):
             target = self.load_flat(st.buffer, off)
             lanes_code = self.vexpr(rest, dt)
             if self.masks:  # lanes that are off add the identity
-                ident = literal(reduce_identity(_COMBINER[op], dt).value, dt)
+                ident = literal(E.reduce_identity(COMBINERS[op], dt).value, dt)
                 lanes_code = (
                     f"tt_select_{t}({self.mask_code(dt)}, {lanes_code}, tt_splat_{t}({ident}))"
                 )
-            combined = f"tt_h{_HORIZONTAL[op]}_{t}({lanes_code})"
+            combined = f"tt_h{COMBINERS[op]}_{t}({lanes_code})"  # tt_hsum, tt_hmax, tt_hmin
             rhs = (
                 f"{target} + {combined}"
                 if op == "add"
@@ -191,7 +175,7 @@ class VectorPrinter(ExprPrinter):
             self.line(f"  {st.buffer.name}[{self.expr(self.lane(off, k))}] = tt_v[{k}];")
         self.line("}")
 
-    def vexpr(self, e: Expr, dt: str) -> str:
+    def vexpr(self, e: E.Expr, dt: str) -> str:
         """A vector-typed C expression for ``e`` (scalars are splatted)."""
         code, kind = self.vector(e)
         t = self.use_vec(dt, self.active_vec()[1])
@@ -203,21 +187,21 @@ class VectorPrinter(ExprPrinter):
             return f"tt_bcast_{t}(&{code})"
         return f"tt_splat_{t}({code})"
 
-    def vector(self, e: Expr) -> tuple[str, str]:
+    def vector(self, e: E.Expr) -> tuple[str, str]:
         """(code, kind): kind is 'vec', 'scalar', or 'mem' (a scalar load that can broadcast)."""
         v, lanes = self.active_vec()
-        if v not in free_vars(e):
-            if isinstance(e, TensorRead) and id(e.tensor) not in self.registers:
+        if v not in E.free_vars(e):
+            if isinstance(e, E.TensorRead) and id(e.tensor) not in self.registers:
                 return self.load(e.tensor, e.indices), "mem"
             return self.expr(e), "scalar"
         dt = e.dtype
         match e:
-            case TensorRead(buf, idx):
+            case E.TensorRead(buf, idx):
                 return self.vector_read(buf, idx), "vec"
-            case Var():
+            case E.Var():
                 t = self.use_vec("int32", lanes)
                 return f"(({t}){{{', '.join(str(k) for k in range(lanes))}}})", "vec"
-            case Binary(op, a, b):
+            case E.Binary(op, a, b):
                 va, vb = self.vexpr(a, a.dtype), self.vexpr(b, b.dtype)
                 t = self.use_vec(dt, lanes)
                 if op in ("max", "min"):
@@ -233,28 +217,28 @@ class VectorPrinter(ExprPrinter):
                 if op == "floordiv":
                     raise LoweringError("vectorized float floor division is not supported")
                 return f"({va} {_CSYM[op]} {vb})", "vec"
-            case Compare(op, a, b):
+            case E.Compare(op, a, b):
                 return f"({self.vexpr(a, a.dtype)} {CMP[op]} {self.vexpr(b, b.dtype)})", "vec"
-            case Select(c, t_, f_):
+            case E.Select(c, t_, f_):
                 cc, kind = self.vector(c)
                 t = self.use_vec(dt, lanes)
                 if kind != "vec":
                     return f"({cc} ? {self.vexpr(t_, dt)} : {self.vexpr(f_, dt)})", "vec"
-                if any(isinstance(n, TensorRead) for n in walk(c)):  # a data test, not padding
+                if any(isinstance(n, E.TensorRead) for n in E.walk(c)):  # a data test, not padding
                     tv, fv = self.vexpr(t_, dt), self.vexpr(f_, dt)
                 else:  # the reads of each branch are masked by the test (in a masked tail)
                     tv = self.masked_by(cc, _mask_of(c), t_, dt)
                     fv = self.masked_by(f"(~{cc})", _mask_of(c), f_, dt)
                 cc = self.mask_as(cc, _mask_of(c), dtype(dt).mask)
                 return f"tt_select_{t}({cc}, {tv}, {fv})", "vec"
-            case Call(func, (x,), _):
+            case E.Call(func, (x,), _):
                 xv = self.vexpr(x, x.dtype)
                 if func == "neg":
                     return f"(-{xv})", "vec"
                 if func == "not":
                     return f"(~{xv})", "vec"
                 return f"tt_{func}_{self.use_vec(dt, lanes, func)}({xv})", "vec"
-            case Cast(x, _):
+            case E.Cast(x, _):
                 t = self.use_vec(dt, lanes)
                 xv = self.vexpr(x, x.dtype)
                 if dt == "bool":
@@ -264,7 +248,7 @@ class VectorPrinter(ExprPrinter):
                 return f"__builtin_convertvector({xv}, {t})", "vec"
         raise LoweringError(f"cannot vectorize {e!r}")
 
-    def masked_by(self, code: str, have: str, e: Expr, dt: str) -> str:
+    def masked_by(self, code: str, have: str, e: E.Expr, dt: str) -> str:
         """``vexpr(e)`` with its masked loads also masked by ``code`` (a padding test)."""
         self.masks.append((code, have))
         try:
@@ -272,7 +256,7 @@ class VectorPrinter(ExprPrinter):
         finally:
             self.masks.pop()
 
-    def vector_read(self, buf, idx: tuple[Expr, ...]) -> str:
+    def vector_read(self, buf, idx: tuple[E.Expr, ...]) -> str:
         v, lanes = self.active_vec()
         dt = buf.dtype
         off = self.offset(buf, tuple(idx))
@@ -309,13 +293,13 @@ class VectorPrinter(ExprPrinter):
         return f"__builtin_convertvector({code}, {self.use_vec(want, self.active_vec()[1])})"
 
 
-def _mask_of(e: Expr) -> str:
+def _mask_of(e: E.Expr) -> str:
     """Element type of the lane mask that a boolean vector expression evaluates to."""
     match e:
-        case Compare(_, a, _):
+        case E.Compare(_, a, _):
             return dtype(a.dtype).mask
-        case Binary("and" | "or", a, _) | Call("not", (a,)):
+        case E.Binary("and" | "or", a, _) | E.Call("not", (a,)):
             return _mask_of(a)
-        case Cast(x, "bool"):
+        case E.Cast(x, "bool"):
             return dtype(x.dtype).mask
     return "int32"

@@ -7,19 +7,8 @@ the C's comments.
 
 from __future__ import annotations
 
-from ..te.expr import (
-    Binary,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Expr,
-    Reduce,
-    Select,
-    TensorRead,
-    Var,
-    free_vars,
-)
+from ..te import expr as E
+from .conditions import split_conjuncts
 from .nodes import Allocate, Comment, For, IfThen, PrimFunc, Seq, Stmt, Store
 
 _SYM = {
@@ -28,25 +17,25 @@ _SYM = {
 }  # fmt: skip
 
 
-def format_expr(e: Expr) -> str:
+def format_expr(e: E.Expr) -> str:
     match e:
-        case Const(v):
+        case E.Const(v):
             return repr(v)
-        case Var(name):
+        case E.Var(name):
             return name
-        case Binary("max" | "min" as op, a, b):
+        case E.Binary("max" | "min" as op, a, b):
             return f"{op}({format_expr(a)}, {format_expr(b)})"
-        case Binary(op, a, b) | Compare(op, a, b):
+        case E.Binary(op, a, b) | E.Compare(op, a, b):
             return f"({format_expr(a)} {_SYM[op]} {format_expr(b)})"
-        case Select(c, t, f):
+        case E.Select(c, t, f):
             return f"select({format_expr(c)}, {format_expr(t)}, {format_expr(f)})"
-        case Call(func, args):
+        case E.Call(func, args):
             return f"{func}({', '.join(format_expr(a) for a in args)})"
-        case Cast(v, dt):
+        case E.Cast(v, dt):
             return f"{dt}({format_expr(v)})"
-        case TensorRead(t, idx):
+        case E.TensorRead(t, idx):
             return f"{t.name}[{', '.join(format_expr(i) for i in idx)}]"
-        case Reduce(comb, src, axes):
+        case E.Reduce(comb, src, axes):
             return f"{comb}({format_expr(src)}, axis=[{', '.join(a.name for a in axes)}])"
     return repr(e)
 
@@ -98,11 +87,10 @@ def _only_stores(s: Stmt) -> bool:
     )
 
 
-def _masked(s: IfThen, v: Var, indent: int) -> str:
+def _masked(s: IfThen, v: E.Var, indent: int) -> str:
     """A masked vector store, as the C prints it: ``if`` on the part of the test that does not
     depend on the lane, the rest as the mask (``C[i, j mask (j < 37)] = ...``)."""
-    scalar = [a for a in _conjuncts(s.cond) if v not in free_vars(a)]
-    lanes = [a for a in _conjuncts(s.cond) if v in free_vars(a)]
+    scalar, lanes = split_conjuncts(s.cond, {v})
     st = s.body
     assert isinstance(st, Store)
     pad = "  " * indent
@@ -112,9 +100,3 @@ def _masked(s: IfThen, v: Var, indent: int) -> str:
     if not scalar:
         return f"{pad}{line}"
     return f"{pad}if {' and '.join(format_expr(a) for a in scalar)}:\n{pad}  {line}"
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Binary) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..te.expr import Binary, Call, Compare, Const, Expr, Select, Var, children, const, rebuild
+from ..te.expr import (
+    Binary,
+    Call,
+    Compare,
+    Const,
+    Expr,
+    Select,
+    Storage,
+    Var,
+    children,
+    const,
+    rebuild,
+)
 
 Ranges = Mapping[Var, int]  # var -> extent, the var ranging over [0, extent)
 Linear = tuple[dict[Expr, int], int]
@@ -209,3 +221,11 @@ def _vars(e: Expr) -> set[Var]:
             out.add(n)
         stack.extend(children(n))
     return out
+
+
+def flat_offset(buf: Storage, idx: tuple[Expr, ...], ranges: Ranges) -> Expr:
+    """The row-major element offset of ``buf[idx]``, simplified."""
+    flat: Expr = Const(0)
+    for i, n in zip(idx, buf.shape, strict=True):
+        flat = flat * n + i
+    return simplify(flat, ranges)

@@ -5,28 +5,18 @@ Inside a vectorized loop, ``if c: X[...] = e`` means what it means lane by lane:
 registers, AVX2 ``maskstore``, a lane-by-lane copy elsewhere) whose reads of memory are masked
 loads, which never touch the memory of inactive lanes. This module decides when a tail can be
 printed that way (`maskable`) and splits a guard into its scalar and per-lane parts
-(`lane_guard`), so the pass, the IR printer and the C printer agree on both.
+(`lane_guard`, by `tensortune.ir.conditions.split_conjuncts` as the IR printer does), so the
+pass, the IR printer and the C printer agree on both.
 """
 
 from __future__ import annotations
 
 import math
 
+from ..ir.conditions import conjunction, conjuncts, split_conjuncts
 from ..ir.nodes import Store
-from ..ir.simplify import Ranges, linear_coeff, simplify
-from ..te.expr import (
-    Binary,
-    Compare,
-    Const,
-    Expr,
-    Select,
-    TensorRead,
-    Var,
-    free_vars,
-    substitute,
-    walk,
-)
-from .unswitch import conjunction, conjuncts
+from ..ir.simplify import Ranges, flat_offset, linear_coeff, simplify
+from ..te import expr as E
 
 MASKED_DTYPES = frozenset({"float32", "float64", "int32"})
 """Element types with masked loads and stores on x86 (4- and 8-byte lanes); bool has none."""
@@ -45,35 +35,34 @@ def strided_load(stride: int | None, lanes: int) -> bool:
     return stride == 2 or 2 * stride <= lanes
 
 
-def lane_guard(cond: Expr, v: Var) -> tuple[Expr | None, Expr | None]:
+def lane_guard(cond: E.Expr, v: E.Var) -> tuple[E.Expr | None, E.Expr | None]:
     """``(scalar, lanes)``: the conjuncts of ``cond`` that do not depend on ``v`` (tested once,
     as an ``if`` around the masked operation) and those that do (the mask); None when empty."""
-    scalar = [a for a in conjuncts(cond) if v not in free_vars(a)]
-    lanes = [a for a in conjuncts(cond) if v in free_vars(a)]
+    scalar, lanes = split_conjuncts(cond, {v})
     return (conjunction(scalar) if scalar else None, conjunction(lanes) if lanes else None)
 
 
-def some_lane(cond: Expr, v: Var, lanes: int, ranges: Ranges) -> list[Expr] | None:
+def some_lane(cond: E.Expr, v: E.Var, lanes: int, ranges: Ranges) -> list[E.Expr] | None:
     """Scalar tests that hold exactly when some lane in ``[0, lanes)`` passes ``cond``'s
     per-lane conjuncts (each ``±v + e op 0``, so the lanes passing all of them are an interval
     ``[max L, min U)``: non-empty when every lower bound is below every upper bound), or None
     when a conjunct has another form. A masked operation runs only under them: then every
     access the scalar program makes for its active lanes is in bounds, and so are the
     accesses that do not depend on the lane."""
-    lo: list[Expr] = [Const(0)]
-    hi: list[Expr] = [Const(lanes)]
+    lo: list[E.Expr] = [E.Const(0)]
+    hi: list[E.Expr] = [E.Const(lanes)]
     for a in conjuncts(cond):
-        if v not in free_vars(a):
+        if v not in E.free_vars(a):
             continue
-        if not isinstance(a, Compare) or a.op not in ("lt", "le", "gt", "ge"):
+        if not isinstance(a, E.Compare) or a.op not in ("lt", "le", "gt", "ge"):
             return None
         e = simplify(a.a - a.b, ranges)
         c = linear_coeff(e, v, ranges)
         if c not in (1, -1):
             return None
-        e0 = simplify(substitute(e, {v: Const(0)}), ranges)
+        e0 = simplify(E.substitute(e, {v: E.Const(0)}), ranges)
         # c*v + e0 op 0, i.e. v op' -c*e0
-        bound = simplify(Const(0) - e0, ranges) if c == 1 else e0
+        bound = simplify(E.Const(0) - e0, ranges) if c == 1 else e0
         op = a.op if c == 1 else {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[a.op]
         if op == "lt":
             hi.append(bound)
@@ -83,23 +72,18 @@ def some_lane(cond: Expr, v: Var, lanes: int, ranges: Ranges) -> list[Expr] | No
             lo.append(simplify(bound + 1, ranges))
         else:
             lo.append(bound)
-    tests: list[Expr] = []
+    tests: list[E.Expr] = []
     for low in lo:
         for high in hi:
-            t = simplify(Compare("lt", low, high, "bool"), ranges)
-            if not (isinstance(t, Const) and t.value) and t not in tests:
+            t = simplify(E.Compare("lt", low, high, "bool"), ranges)
+            if not (isinstance(t, E.Const) and t.value) and t not in tests:
                 tests.append(t)
     return tests
 
 
-def _flat(buf, idx: tuple[Expr, ...], ranges: Ranges) -> Expr:
-    flat: Expr = Const(0)
-    for i, n in zip(idx, buf.shape, strict=True):
-        flat = flat * n + i
-    return simplify(flat, ranges)
-
-
-def maskable(stores: list[tuple[tuple[Expr, ...], Store]], v: Var, ranges: Ranges) -> str | None:
+def maskable(
+    stores: list[tuple[tuple[E.Expr, ...], Store]], v: E.Var, ranges: Ranges
+) -> str | None:
     """Why the guarded ``stores`` of a vector tail cannot run masked, or None when they can.
 
     Every memory access that varies with ``v`` must be contiguous (a masked load or store of
@@ -115,37 +99,37 @@ def maskable(stores: list[tuple[tuple[Expr, ...], Store]], v: Var, ranges: Range
             # measured: the masked update of the tile's memory then stalls every window step
             # (a masked load does not forward from the masked store before it)
             return f"strided reads updating {st.buffer.name}, a register tile kept in memory"
-        for n in walk(st.value):
-            if isinstance(n, TensorRead):
+        for n in E.walk(st.value):
+            if isinstance(n, E.TensorRead):
                 why = _access(n.tensor, n.indices, v, ranges, store=False)
                 if why:
                     return why
             if (
-                isinstance(n, Binary)
+                isinstance(n, E.Binary)
                 and n.op in ("floordiv", "mod", "div")
                 and n.dtype == "int32"
-                and not isinstance(n.b, Const)
+                and not isinstance(n.b, E.Const)
             ):
                 return "an integer division by a value an inactive lane may make 0"
-            if isinstance(n, Select) and v in free_vars(n.cond):
+            if isinstance(n, E.Select) and v in E.free_vars(n.cond):
                 for branch in (n.true_value, n.false_value):
-                    for r in walk(branch):
+                    for r in E.walk(branch):
                         if (
-                            isinstance(r, TensorRead)
+                            isinstance(r, E.TensorRead)
                             and getattr(r.tensor, "scope", "global") != "register"
-                            and v not in free_vars(r)
+                            and v not in E.free_vars(r)
                         ):
                             return f"a read of {r.tensor.name} under a per-lane test"
     return None
 
 
-def _strided_reads(e: Expr, v: Var, ranges: Ranges) -> bool:
+def _strided_reads(e: E.Expr, v: E.Var, ranges: Ranges) -> bool:
     """Whether ``e`` reads memory at a stride above 1 in ``v``."""
     return any(
-        isinstance(n, TensorRead)
+        isinstance(n, E.TensorRead)
         and getattr(n.tensor, "scope", "global") != "register"
-        and linear_coeff(_flat(n.tensor, n.indices, ranges), v, ranges) not in (0, 1)
-        for n in walk(e)
+        and linear_coeff(flat_offset(n.tensor, n.indices, ranges), v, ranges) not in (0, 1)
+        for n in E.walk(e)
     )
 
 
@@ -156,12 +140,12 @@ def _kept_in_memory(buf, lanes: int) -> bool:
     return getattr(buf, "scope", "global") == "register" and rows > 1 and buf.shape[-1] % lanes != 0
 
 
-def _access(buf, idx: tuple[Expr, ...], v: Var, ranges: Ranges, store: bool) -> str | None:
+def _access(buf, idx: tuple[E.Expr, ...], v: E.Var, ranges: Ranges, store: bool) -> str | None:
     if buf.dtype not in MASKED_DTYPES:
         return f"{buf.name} is {buf.dtype}, which has no masked loads and stores"
     if getattr(buf, "scope", "global") == "register":
         return None
-    stride = linear_coeff(_flat(buf, idx, ranges), v, ranges)
+    stride = linear_coeff(flat_offset(buf, idx, ranges), v, ranges)
     if stride in (0, 1) or (not store and strided_load(stride, ranges[v])):
         return None
     return f"{'store to' if store else 'read of'} {buf.name} is not contiguous in {v.name}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import LoweringError
+from ..ir.conditions import conjunction
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, PrimFunc, Stmt, Store, seq
 from ..ir.simplify import simplify
 from ..schedule.schedule import MAX_UNROLL, Schedule
@@ -213,7 +214,7 @@ class _Lowering:
             if hoisted and first_reduce is not None and d >= first_reduce:
                 fast_body = self.level(fast_body, fast, *at)
             if hoisted and d == first_reduce:  # unswitch: the tiles away from the edge skip guards
-                cond = _conjunction(list(hoisted.values()))
+                cond = conjunction(list(hoisted.values()))
                 body = IfThen(cond, fast_body, body)
         body = _wrap_guards(body, [g for g in guards if depth[id(g)] < 0])
         if first_reduce is None and init is not None:
@@ -309,15 +310,8 @@ def _depth(g: Expr, loops: list[Loop]) -> int:
     return max((d for d, lp in enumerate(loops) if lp.var in used), default=-1)
 
 
-def _conjunction(conds: list[Expr]) -> Expr:
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = cond & c
-    return cond
-
-
 def _wrap_guards(body: Stmt, guards: list[Expr]) -> Stmt:
-    return IfThen(_conjunction(guards), body) if guards else body
+    return IfThen(conjunction(guards), body) if guards else body
 
 
 def _loop_values(st: Stage, ext: dict[str, int]) -> dict[str, Expr]:

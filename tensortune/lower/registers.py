@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, Stmt, Store, seq
-from ..ir.simplify import linear_coeff, simplify
+from ..ir.simplify import flat_offset, linear_coeff, simplify
 from ..ir.visit import map_exprs, stmt_children, with_stmt_children
 from ..te.expr import Const, Expr, TensorRead, free_vars, rewrite, substitute, walk
-from .vectorize import flat_offset
 
 
 class NotPromotable(Exception):

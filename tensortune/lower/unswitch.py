@@ -10,9 +10,10 @@ ragged register tile gets exactly one guarded copy, and the interior one none.
 
 from __future__ import annotations
 
+from ..ir.conditions import conjunction, conjuncts
 from ..ir.nodes import For, IfThen, Stmt, seq, walk_stmts
 from ..ir.visit import stmt_children, with_stmt_children
-from ..te.expr import Binary, Const, Expr, TensorRead, free_vars, walk
+from ..te.expr import Const, Expr, TensorRead, free_vars, walk
 from .facts import Facts
 
 
@@ -48,21 +49,6 @@ def _go(s: Stmt, facts: Facts, tried: frozenset[Expr], hoist: bool) -> Stmt:
                 return IfThen(cond, then, other)
     kids = tuple(_go(c, facts, tried, hoist) for c in stmt_children(s))
     return with_stmt_children(s, kids)
-
-
-def conjuncts(cond: Expr) -> list[Expr]:
-    """The terms of a conjunction (``[cond]`` for anything else)."""
-    if isinstance(cond, Binary) and cond.op == "and":
-        return conjuncts(cond.a) + conjuncts(cond.b)
-    return [cond]
-
-
-def conjunction(atoms: list[Expr]) -> Expr:
-    """``a and b and ...`` of a non-empty list."""
-    out = atoms[0]
-    for a in atoms[1:]:
-        out = Binary("and", out, a, "bool")
-    return out
 
 
 def _residual(cond: Expr, facts: Facts) -> Expr:

@@ -20,31 +20,20 @@ runs again after this pass.
 from __future__ import annotations
 
 from ..errors import LoweringError
+from ..ir.conditions import conjunction, conjuncts, split_conjuncts
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, Seq, Stmt, Store, seq
 from ..ir.printer import format_expr
-from ..ir.simplify import Ranges, linear_coeff, simplify
+from ..ir.simplify import Ranges, flat_offset, linear_coeff, simplify
 from ..ir.visit import stmt_children, with_stmt_children
-from ..te.expr import (
-    Binary,
-    Compare,
-    Const,
-    Expr,
-    Select,
-    TensorRead,
-    Var,
-    free_vars,
-    reduce_identity,
-    rewrite,
-    substitute,
-    walk,
-)
+from ..te import expr as E
 from .facts import Facts
 from .masks import maskable, some_lane
-from .unswitch import conjunction, conjuncts, minimal
+from .unswitch import minimal
 
 VECTOR_WIDTHS = (2, 4, 8, 16, 32, 64)
 ACCUMULATOR_WIDTHS = (4, 8, 16, 32, 64)
-_COMBINER = {"add": "sum", "max": "max", "min": "min"}
+COMBINERS = {"add": "sum", "max": "max", "min": "min"}
+"""The reduction combiner of each operator that updates an accumulator (`reduction`)."""
 
 
 def vectorize(s: Stmt, masked: bool = True) -> Stmt:
@@ -71,19 +60,11 @@ def _go(s: Stmt, ranges: dict, in_registers: bool, masked: bool) -> Stmt:
     return with_stmt_children(s, kids)
 
 
-def flat_offset(buf, idx: tuple[Expr, ...], ranges: Ranges) -> Expr:
-    """The row-major element offset of ``buf[idx]``, simplified."""
-    flat: Expr = Const(0)
-    for i, n in zip(idx, buf.shape, strict=True):
-        flat = flat * n + i
-    return simplify(flat, ranges)
-
-
-def reduction(value: Expr, buf) -> tuple[str, Expr] | None:
+def reduction(value: E.Expr, buf) -> tuple[str, E.Expr] | None:
     """``(op, x)`` when ``value`` is ``buf[same] op x``: an update of an accumulator."""
-    if isinstance(value, Binary) and value.op in _COMBINER:
+    if isinstance(value, E.Binary) and value.op in COMBINERS:
         acc = value.a
-        if isinstance(acc, TensorRead) and acc.tensor is buf:
+        if isinstance(acc, E.TensorRead) and acc.tensor is buf:
             return value.op, value.b
     return None
 
@@ -100,22 +81,20 @@ def _guarded_accumulate(s: For, ranges: dict, in_registers: bool) -> Stmt | None
         and isinstance(inner.body, IfThen)
         and inner.body.orelse is None
         and isinstance(inner.body.body, Store)
-        and not any(isinstance(n, TensorRead) for n in walk(inner.body.cond))
+        and not any(isinstance(n, E.TensorRead) for n in E.walk(inner.body.cond))
     ):
         return None
     st, loop_vars = inner.body.body, {s.var, inner.var}
     red = reduction(st.value, st.buffer)
     if red is None:
         return None
-    atoms = conjuncts(inner.body.cond)
-    outer = [a for a in atoms if not free_vars(a) & loop_vars]
-    lane = [a for a in atoms if free_vars(a) & loop_vars]
+    outer, lane = split_conjuncts(inner.body.cond, loop_vars)
     if not lane:
         return None
     op, rest = red
     dt = st.buffer.dtype
-    kept = Select(conjunction(lane), rest, reduce_identity(_COMBINER[op], dt), dt)
-    value = Binary(op, TensorRead(st.buffer, st.indices), kept, dt)
+    kept = E.Select(conjunction(lane), rest, E.reduce_identity(COMBINERS[op], dt), dt)
+    value = E.Binary(op, E.TensorRead(st.buffer, st.indices), kept, dt)
     body = For(inner.var, inner.extent, "vectorized", Store(st.buffer, st.indices, value))
     plain = For(s.var, s.extent, s.kind, body, s.comment)
     acc = _accumulate(plain, ranges)
@@ -139,18 +118,20 @@ def _accumulate(s: For, ranges: dict) -> Stmt | None:
     st, lanes = inner.body, inner.extent
     inside = {**ranges, s.var: s.extent, inner.var: lanes}
     red = reduction(st.value, st.buffer)
-    if red is None or free_vars(flat_offset(st.buffer, st.indices, inside)) & {s.var, inner.var}:
+    if red is None or E.free_vars(flat_offset(st.buffer, st.indices, inside)) & {s.var, inner.var}:
         return None
     op, rest = red
     dt = st.buffer.dtype
     acc = Buffer(f"{st.buffer.name}_acc", (lanes,), dt, "register")
-    v0, v2 = Var(inner.var.name), Var(inner.var.name)
-    here = TensorRead(st.buffer, st.indices)
+    v0, v2 = E.Var(inner.var.name), E.Var(inner.var.name)
+    here = E.TensorRead(st.buffer, st.indices)
     return Allocate(
         acc,
         seq(
             [
-                For(v0, lanes, "vectorized", Store(acc, (v0,), reduce_identity(_COMBINER[op], dt))),
+                For(
+                    v0, lanes, "vectorized", Store(acc, (v0,), E.reduce_identity(COMBINERS[op], dt))
+                ),
                 For(
                     s.var,
                     s.extent,
@@ -160,7 +141,9 @@ def _accumulate(s: For, ranges: dict) -> Stmt | None:
                         lanes,
                         "vectorized",
                         Store(
-                            acc, (inner.var,), Binary(op, TensorRead(acc, (inner.var,)), rest, dt)
+                            acc,
+                            (inner.var,),
+                            E.Binary(op, E.TensorRead(acc, (inner.var,)), rest, dt),
                         ),
                     ),
                 ),
@@ -168,7 +151,7 @@ def _accumulate(s: For, ranges: dict) -> Stmt | None:
                     v2,
                     lanes,
                     "vectorized",
-                    Store(st.buffer, st.indices, Binary(op, here, TensorRead(acc, (v2,)), dt)),
+                    Store(st.buffer, st.indices, E.Binary(op, here, E.TensorRead(acc, (v2,)), dt)),
                 ),
             ]
         ),
@@ -187,19 +170,19 @@ def _vector_loop(s: For, ranges: dict, in_registers: bool, masked: bool) -> Stmt
         return fallback(f"{lanes} lanes is not a power of two up to {VECTOR_WIDTHS[-1]}")
     guarded = _flatten(s.body, ())
     inside = {**ranges, v: lanes}
-    conds: dict[Expr, None] = {}  # ordered: the C must not depend on hash order
+    conds: dict[E.Expr, None] = {}  # ordered: the C must not depend on hash order
     for guards, st in guarded:
         for c in (*guards, *_index_selects(st.value, v)):
             conds[simplify(c, inside)] = None
-    tests: dict[Expr, None] = {}
+    tests: dict[E.Expr, None] = {}
     for c in conds:
-        if isinstance(c, Const) and c.value:
+        if isinstance(c, E.Const) and c.value:
             continue
         if not _affine_conjunction(c, v, inside):
             return fallback(f"guard {format_expr(c)} is not affine in {v.name}")
         for lane in (0, lanes - 1):
-            tests[simplify(substitute(c, {v: Const(lane)}), ranges)] = None
-    if any(isinstance(t, Const) and not t.value for t in tests):  # never a whole vector
+            tests[simplify(E.substitute(c, {v: E.Const(lane)}), ranges)] = None
+    if any(isinstance(t, E.Const) and not t.value for t in tests):  # never a whole vector
         tail, is_masked = _tail(s, guarded, ranges, scalar_kind, masked)
         return tail if is_masked else fallback(f"no {lanes} consecutive lanes pass its guards")
     vector = For(
@@ -214,9 +197,9 @@ def _vector_loop(s: For, ranges: dict, in_registers: bool, masked: bool) -> Stmt
         ),
         s.comment,
     )
-    atoms: dict[Expr, None] = {}
+    atoms: dict[E.Expr, None] = {}
     for t in tests:
-        atoms.update((a, None) for a in conjuncts(t) if not isinstance(a, Const))
+        atoms.update((a, None) for a in conjuncts(t) if not isinstance(a, E.Const))
     if not atoms:
         return vector
     cond = conjunction(minimal(list(atoms), Facts()))
@@ -243,7 +226,7 @@ def _tail(s: For, guarded, ranges: dict, scalar_kind: str, masked: bool) -> tupl
     return seq([note, For(v, lanes, scalar_kind, s.body, s.comment)]), False
 
 
-def _flatten(s: Stmt, guards: tuple[Expr, ...]) -> list[tuple[tuple[Expr, ...], Store]]:
+def _flatten(s: Stmt, guards: tuple[E.Expr, ...]) -> list[tuple[tuple[E.Expr, ...], Store]]:
     match s:
         case Store():
             return [(guards, s)]
@@ -256,34 +239,34 @@ def _flatten(s: Stmt, guards: tuple[Expr, ...]) -> list[tuple[tuple[Expr, ...], 
     raise LoweringError(f"a vectorized loop must be innermost; found {type(s).__name__} inside it")
 
 
-def _index_only(e: Expr) -> bool:
-    return all(not isinstance(n, TensorRead) for n in walk(e))
+def _index_only(e: E.Expr) -> bool:
+    return all(not isinstance(n, E.TensorRead) for n in E.walk(e))
 
 
-def _index_selects(e: Expr, v: Var) -> list[Expr]:
+def _index_selects(e: E.Expr, v: E.Var) -> list[E.Expr]:
     """Conditions of selects that depend only on indices (padding), including ``v``."""
     return [
         n.cond
-        for n in walk(e)
-        if isinstance(n, Select) and _index_only(n.cond) and v in free_vars(n.cond)
+        for n in E.walk(e)
+        if isinstance(n, E.Select) and _index_only(n.cond) and v in E.free_vars(n.cond)
     ]
 
 
-def _affine_conjunction(c: Expr, v: Var, ranges: Ranges) -> bool:
+def _affine_conjunction(c: E.Expr, v: E.Var, ranges: Ranges) -> bool:
     match c:
-        case Binary("and", a, b):
+        case E.Binary("and", a, b):
             return _affine_conjunction(a, v, ranges) and _affine_conjunction(b, v, ranges)
-        case Compare(op, a, b) if op != "ne" and a.dtype == "int32":
+        case E.Compare(op, a, b) if op != "ne" and a.dtype == "int32":
             return linear_coeff(a - b, v, ranges) is not None
-    return v not in free_vars(c)
+    return v not in E.free_vars(c)
 
 
-def _drop_selects(e: Expr, conds: dict[Expr, None], ranges: Ranges) -> Expr:
+def _drop_selects(e: E.Expr, conds: dict[E.Expr, None], ranges: Ranges) -> E.Expr:
     """Inside the vector fast path the padding selects are known true."""
 
-    def post(x: Expr) -> Expr | None:
-        if isinstance(x, Select) and simplify(x.cond, ranges) in conds:
+    def post(x: E.Expr) -> E.Expr | None:
+        if isinstance(x, E.Select) and simplify(x.cond, ranges) in conds:
             return x.true_value
         return None
 
-    return rewrite(e, post)
+    return E.rewrite(e, post)
