@@ -65,7 +65,7 @@ from tensortune.dataset import (
     target_of,
     training_records,
 )
-from tensortune.dataset.train import FeatureSet, pretrain_model
+from tensortune.dataset.train import FeatureCache, FeatureSet, pretrain_model
 from tensortune.space.registry import design_space
 from tensortune.target import cpu_family_model
 from tensortune.workload.zoo import layers
@@ -98,9 +98,11 @@ def group_metrics(scores: np.ndarray, costs: np.ndarray) -> dict[str, float]:
     return {**ranking_metrics(scores, costs), "spearman": spearman(scores, costs)}
 
 
-def evaluate(predict: Callable[[np.ndarray], np.ndarray], test: Records) -> dict[str, Any]:
+def evaluate(
+    predict: Callable[[np.ndarray], np.ndarray], test: Records, cache: FeatureCache
+) -> dict[str, Any]:
     """Per-workload metrics of ``predict`` on the test records, by op class and overall."""
-    data = feature_set(groups_of(test), test)
+    data = feature_set(groups_of(test), test, cache)
     scores = predict(data.features)
     rows: dict[str, list[tuple[int, dict[str, float]]]] = {}
     for gid, group in enumerate(data.info):
@@ -221,12 +223,14 @@ def show(title: str, result: dict[str, Any], train: Records | None, test: Record
         print(f"  {cls:18} {m['groups']:6d} {m['configs']:7d} {values}")
 
 
-def model_figure(title: str, name: str, train: Records, test: Records, seed: int) -> None:
+def model_figure(
+    title: str, name: str, train: Records, test: Records, seed: int, cache: FeatureCache
+) -> None:
     if not train or not test:
         print(f"\n{title}\n  skipped: no {'training' if not train else 'test'} records")
         return
-    model, _ = fit(train, name, seed)
-    show(title, evaluate(model.predict, test), train, test)
+    model, _ = fit(train, name, seed, cache)
+    show(title, evaluate(model.predict, test, cache), train, test)
 
 
 def by_kind(records: Records, here: str) -> dict[str, Records]:
@@ -237,7 +241,7 @@ def by_kind(records: Records, here: str) -> dict[str, Records]:
     return out
 
 
-def shipped_prior(test: Records, here: str) -> None:
+def shipped_prior(test: Records, here: str, cache: FeatureCache) -> None:
     """The package's prior as it is, per CPU kind of the test records: the figure a retrained
     prior must not fall below."""
     model = load_pretrained(PRETRAINED_PATH)
@@ -251,10 +255,12 @@ def shipped_prior(test: Records, here: str) -> None:
             f"the shipped prior ({meta.get('model', '?')}, trained on {trained}, "
             f"{meta.get('records', '?')} records), tested on {kind}"
         )
-        show(title, evaluate(model.predict, records), None, records)
+        show(title, evaluate(model.predict, records, cache), None, records)
 
 
-def cross_cpu(name: str, train: Records, test: Records, here: str, seed: int) -> None:
+def cross_cpu(
+    name: str, train: Records, test: Records, here: str, seed: int, cache: FeatureCache
+) -> None:
     """Per CPU kind of the held-out records: model ``name`` trained on the other kinds (does
     it transfer?), on every kind, and on that kind alone, all tested on that kind."""
     if len({r["cpu_kind"] for r in [*train, *test]}) < 2:
@@ -269,7 +275,7 @@ def cross_cpu(name: str, train: Records, test: Records, here: str, seed: int) ->
         }
         for label, subset in subsets.items():
             title = f"{name}: trained on {label}, tested on {kind} ({where})"
-            model_figure(title, name, subset, records, seed)
+            model_figure(title, name, subset, records, seed, cache)
 
 
 def restricted(records: Records, spec: str) -> Callable[[dict[str, Any]], bool]:
@@ -363,8 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"held-out families: {', '.join(HELD_OUT_FAMILIES)}; this host: "
         f"{here}; {len(train)} training and {len(test)} test records"
     )
+    cache: FeatureCache = {}  # every config is lowered once, whatever figures it enters
     if args.cv > 1:
-        data = feature_set(groups_of(train), train)
+        data = feature_set(groups_of(train), train, cache)
         for name in args.models.split(","):
             show(
                 f"{name}: {args.cv}-fold cross-validation over the training workloads, "
@@ -374,7 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 train,
             )
     for name in args.models.split(","):
-        model_figure(f"{name}: trained on the training families", name, train, test, args.seed)
+        model_figure(
+            f"{name}: trained on the training families", name, train, test, args.seed, cache
+        )
     show(
         "template default (no model): top-1 = default's throughput / best measured",
         default_top1(test),
@@ -389,9 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         [r for r in train if on(r)],
         [r for r in test if not on(r)],
         args.seed,
+        cache,
     )
-    shipped_prior(test, here)
-    cross_cpu(name, train, test, here, args.seed)
+    shipped_prior(test, here, cache)
+    cross_cpu(name, train, test, here, args.seed, cache)
     return 0
 
 

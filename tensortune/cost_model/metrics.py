@@ -26,7 +26,10 @@ def ranking_metrics(
       the best true throughput overall (1.0 = the model's top-k contains the optimum).
 
     Failed runs (inf cost) have throughput 0. Scores are NaN when undefined (no pair with
-    different costs, or no successful run at all).
+    different costs, or no successful run at all). The pairwise figure is TenSet's
+    (``metric_pairwise_comp_accuracy``: every pair counts, near-ties too) wherever true costs
+    and predictions are distinct; TenSet scores a tie by its index order, we drop equal costs
+    and give tied predictions one half.
     """
     scores = np.asarray(pred_scores, dtype=np.float64).reshape(-1)
     costs = as_costs(true_costs)

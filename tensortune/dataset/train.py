@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..cost_model import CostModel, LGBMCostModel, XGBCostModel, get_cost_model, ranking_metrics
-from ..cost_model.features import transferable_features
+from ..cost_model.features import LoopNestFeatures
 from ..cost_model.pretrained import PRETRAINED_PATH, save_pretrained
 from ..database.record import canonical_json, rank_score
 from ..space.registry import design_space
@@ -84,19 +84,32 @@ def groups_of(records: Sequence[dict[str, Any]]) -> list[Group]:
     return out
 
 
-def feature_set(groups: Sequence[Group], records: Sequence[dict[str, Any]]) -> FeatureSet:
-    """Recompute ``transferable_features`` of every group's configs on its own target."""
+#: Each group's feature extractor, reused across ``feature_set`` calls so that an evaluation
+#: drawing many training and test subsets from one dataset lowers every config once.
+FeatureCache = dict[GroupKey, LoopNestFeatures]
+
+
+def feature_set(
+    groups: Sequence[Group], records: Sequence[dict[str, Any]], cache: FeatureCache | None = None
+) -> FeatureSet:
+    """Recompute ``TRANSFERABLE_FEATURES`` of every group's configs on its own target; with a
+    ``cache``, each (workload, target, CPU kind, config) is lowered once across calls."""
     first = {(r["workload"], r["target"], r["cpu_kind"]): r for r in records}
     xs: list[np.ndarray] = []
     ys: list[list[float]] = []
     gs: list[np.ndarray] = []
     kept: list[Group] = []
     for group in groups:
-        design = design_space(workload(group.key[0]), target_of(first[group.key]))
-        valid = [i for i, c in enumerate(group.configs) if design.space.is_valid(c)]
+        extractor = None if cache is None else cache.get(group.key)
+        if extractor is None:
+            target = target_of(first[group.key])
+            extractor = LoopNestFeatures(design_space(workload(group.key[0]), target))
+            if cache is not None:
+                cache[group.key] = extractor
+        valid = [i for i, c in enumerate(group.configs) if extractor.design.space.is_valid(c)]
         if not valid:
             continue
-        xs.append(transferable_features(design, [group.configs[i] for i in valid]))
+        xs.append(extractor.transferable([group.configs[i] for i in valid]))
         ys.append([group.costs[i] for i in valid])
         gs.append(np.full(len(valid), len(kept)))
         kept.append(group)
@@ -166,12 +179,16 @@ def pretrain_model(name: str, seed: int = 0) -> CostModel:
 
 
 def fit(
-    records: Sequence[dict[str, Any]], model: str = "lgbm-rank", seed: int = 0
+    records: Sequence[dict[str, Any]],
+    model: str = "lgbm-rank",
+    seed: int = 0,
+    cache: FeatureCache | None = None,
 ) -> tuple[CostModel, FeatureSet]:
-    """A fresh model (``pretrain_model``) fitted on the records' recomputed features; records of
-    a held-out family are refused (pass them through ``training_records`` first)."""
+    """A fresh model (``pretrain_model``) fitted on the records' recomputed features (through
+    ``cache`` when given); records of a held-out family are refused (pass them through
+    ``training_records`` first)."""
     check_no_held_out({r["workload"] for r in records})
-    data = feature_set(groups_of(records), records)
+    data = feature_set(groups_of(records), records, cache)
     return pretrain_model(model, seed).fit(data.features, data.costs, data.groups), data
 
 

@@ -97,6 +97,21 @@ def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, t
     assert scores.shape == (36,) and np.isfinite(scores).all()
 
 
+def test_a_feature_cache_lowers_each_config_once_and_changes_no_row(exported):
+    records = read_records([exported])
+    plain = feature_set(groups_of(records), records)
+    cache: dict = {}
+    cached = feature_set(groups_of(records), records, cache)
+    assert set(cache) == {g.key for g in plain.info}
+    np.testing.assert_array_equal(cached.features, plain.features)
+    spent = {key: extractor.seconds for key, extractor in cache.items()}
+    subset = [r for r in records if r["op_class"] == "softmax"]
+    again = feature_set(groups_of(subset), subset, cache)
+    softmax = [i for i, g in enumerate(plain.info) if g.op_class == "softmax"]
+    np.testing.assert_array_equal(again.features, plain.features[plain.groups == softmax[0]])
+    assert {key: extractor.seconds for key, extractor in cache.items()} == spent
+
+
 def test_groups_take_the_median_ratio_and_mark_failures_inf(exported):
     groups = groups_of(read_records([exported]))
     assert len(groups) == 3 and all(len(g.configs) == 12 for g in groups)
