@@ -486,3 +486,48 @@ def test_depthwise_configs_from_before_the_row_knob_still_build(target) -> None:
         "conv2d:C=5,H=8,W=10,K=5,R=3,S=3,groups=5,layout=NHWC",
     ):
         assert "row_axis" not in design_space(tt.workload(spec), target).space.names
+
+
+C_BLOCK_SPECS = [
+    "conv2d:C=520,H=5,W=7,K=20,R=1,S=1",  # a short last block (520 = 4 x 128 + 8)
+    "conv2d:C=512,H=5,W=5,K=24,R=3,S=3,pad=1",
+    "conv2d:C=600,H=11,W=11,K=16,R=3,S=3,stride=2,pad=1,epilogue=bias+relu",
+]
+
+
+@pytest.mark.parametrize("spec", C_BLOCK_SPECS)
+def test_channel_tiles_over_blocks_of_input_channels_match_numpy(spec: str, target) -> None:
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    assert ds.space.knob("c_block").choices == (0, 128, 256)
+    inputs = wl.random_inputs(0)
+    want = wl.reference(inputs)
+    unfused = {"fuse_epilogue": False} if "fuse_epilogue" in ds.space.names else {}
+    for tile, c_block in zip(TILES, (128, 256, 128), strict=True):
+        config = {**ds.default, "vector_axis": "channels", **tile, **unfused, "c_block": c_block}
+        assert ds.space.is_valid(config), config
+        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
+        got = kernel(*inputs)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channels(
+    avx512_target,
+) -> None:
+    """The block loop is the outermost, serial, with the tiles' parallel loop inside it; a
+    config without the knob (recorded before it) sums all input channels in each tile; the
+    knob exists where there are many input channels to block."""
+    wl = tt.workload("conv2d:C=600,H=9,W=9,K=32,R=1,S=1,epilogue=relu")
+    ds = design_space(wl, avx512_target)
+    config = {**ds.default, "vector_axis": "channels", "fuse_epilogue": False, "c_block": 256}
+    source, _ = build_source(ds.schedule(config), "conv", avx512_target)
+    body = source[source.index("/* stage conv2d */") :]
+    block = body.index("for (int c_o = 0; c_o < 3; ++c_o) {")
+    assert block < body.index("#pragma omp parallel") < body.index("for (int c_i = 0; c_i < 256;")
+    old = {k: v for k, v in config.items() if k != "c_block"}
+    assert ds.space.is_valid(old) and ds.space.complete(old)["c_block"] == 0
+    assert "c_o" not in build_source(ds.schedule(old), "conv", avx512_target)[0]
+    for bad in ({"fuse_epilogue": True}, {"vector_axis": "columns"}):  # unfused channel tiles
+        assert not ds.space.is_valid({**config, **bad}), bad
+    few = tt.workload("conv2d:C=256,H=9,W=9,K=32,R=1,S=1")
+    assert "c_block" not in design_space(few, avx512_target).space.names
