@@ -13,6 +13,8 @@ import tensortune as tt
 from tensortune.pipeline import build_source
 from tensortune.space.registry import design_space
 
+from .matches import assert_configs_match_numpy
+
 SPECS = [
     "conv2d:C=3,H=11,W=13,K=20,R=3,S=3,stride=2,pad=1",  # C=3, K not a multiple of 16
     "conv2d:C=5,H=9,W=9,K=16,R=3,S=3,pad=1",
@@ -35,14 +37,8 @@ TILES = [
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_channel_tiles_match_numpy(spec: str, target) -> None:
-    wl = tt.workload(spec)
-    ds = design_space(wl, target)
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
-    for tile in TILES:
-        config = {**ds.default, "vector_axis": "channels", **tile}
-        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
-        np.testing.assert_allclose(kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(tile))
+    ds = design_space(tt.workload(spec), target)
+    assert_configs_match_numpy(ds, [{**ds.default, "vector_axis": "channels", **t} for t in TILES])
 
 
 def test_channel_tile_loads_packed_weights_and_broadcasts_inputs(avx512_target) -> None:
@@ -93,22 +89,13 @@ def test_fused_epilogue_matches_numpy(spec: str, target) -> None:
     wl = tt.workload(spec)
     ds = design_space(wl, target)
     assert ds.space.knob("fuse_epilogue").choices == (True, False)
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
-    checked = 0
-    for axis in ds.space.knob("vector_axis").choices:
-        for pad in (False, True):
-            for tile in ({}, {"rows": 2, "vectors": 1, "lanes": 8, "pixel_rows": 1}):
-                config = {**ds.default, "vector_axis": axis, "inline_pad": pad, **tile}
-                config["fuse_epilogue"] = True
-                if not ds.space.is_valid(config):
-                    continue
-                kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
-                np.testing.assert_allclose(
-                    kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(config)
-                )
-                checked += 1
-    assert checked >= 3
+    configs = [
+        {**ds.default, "vector_axis": axis, "inline_pad": pad, **tile, "fuse_epilogue": True}
+        for axis in ds.space.knob("vector_axis").choices
+        for pad in (False, True)
+        for tile in ({}, {"rows": 2, "vectors": 1, "lanes": 8, "pixel_rows": 1})
+    ]
+    assert assert_configs_match_numpy(ds, configs, skip_invalid=True) >= 3
 
 
 def test_fused_epilogue_writes_tiles_in_one_parallel_region(avx512_target) -> None:
@@ -433,19 +420,11 @@ def test_depthwise_output_row_tiles_match_numpy(spec: str, target) -> None:
     wl = tt.workload(spec)
     ds = design_space(wl, target)
     assert ds.space.knob("row_axis").choices == ("channels", "pixels")
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
     fused = ({"fuse_epilogue": True}, {"fuse_epilogue": False}) if "epilogue" in spec else ({},)
     configs = [ds.default] + [
         {**ds.default, "row_axis": "pixels", **tile, **f} for tile in ROW_TILES for f in fused
     ]
-    checked = 0
-    for config in configs:
-        if not ds.space.is_valid(config):
-            continue
-        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
-        np.testing.assert_allclose(kernel(*inputs), want, rtol=1e-4, atol=1e-4, err_msg=str(config))
-        checked += 1
+    checked = assert_configs_match_numpy(ds, configs, skip_invalid=True)
     assert checked >= 3
 
 
@@ -497,25 +476,21 @@ C_BLOCK_SPECS = [
 
 @pytest.mark.parametrize("spec", C_BLOCK_SPECS)
 def test_channel_tiles_over_blocks_of_input_channels_match_numpy(spec: str, target) -> None:
-    wl = tt.workload(spec)
-    ds = design_space(wl, target)
+    ds = design_space(tt.workload(spec), target)
     assert ds.space.knob("c_block").choices == (0, 128, 256)
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
     unfused = {"fuse_epilogue": False} if "fuse_epilogue" in ds.space.names else {}
-    for tile, c_block in zip(TILES, (128, 256, 128), strict=True):
-        config = {**ds.default, "vector_axis": "channels", **tile, **unfused, "c_block": c_block}
-        assert ds.space.is_valid(config), config
-        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
-        got = kernel(*inputs)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+    configs = [
+        {**ds.default, "vector_axis": "channels", **tile, **unfused, "c_block": c_block}
+        for tile, c_block in zip(TILES, (128, 256, 128), strict=True)
+    ]
+    assert all(ds.space.is_valid(c) for c in configs)
+    assert_configs_match_numpy(ds, configs)
 
 
 def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channels(
     avx512_target,
 ) -> None:
-    """The block loop is the outermost, serial, with the tiles' parallel loop inside it (and the
-    output reset before it in parallel); a
+    """The block loop is the outermost, serial, with the tiles' parallel loop inside it; a
     config without the knob (recorded before it) sums all input channels in each tile; the
     knob exists where there are many input channels to block."""
     wl = tt.workload("conv2d:C=600,H=9,W=9,K=32,R=1,S=1,epilogue=relu")
@@ -524,9 +499,7 @@ def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channel
     source, _ = build_source(ds.schedule(config), "conv", avx512_target)
     body = source[source.index("/* stage conv2d */") :]
     block = body.index("for (int c_o = 0; c_o < 3; ++c_o) {")
-    tiles = body.index("#pragma omp parallel", block)
-    assert tiles < body.index("for (int c_i = 0; c_i < 256;")
-    assert body.index("#pragma omp parallel") < block  # the output's reset, in parallel too
+    assert block < body.index("#pragma omp parallel") < body.index("for (int c_i = 0; c_i < 256;")
     old = {k: v for k, v in config.items() if k != "c_block"}
     assert ds.space.is_valid(old) and ds.space.complete(old)["c_block"] == 0
     assert "c_o" not in build_source(ds.schedule(old), "conv", avx512_target)[0]

@@ -9,6 +9,8 @@ import pytest
 import tensortune as tt
 from tensortune.space.registry import design_space
 
+from .matches import assert_configs_match_numpy
+
 SPECS = [
     "maxpool2d:C=5,H=11,W=13,R=3,S=3,stride=2,pad=1",
     "maxpool2d:N=2,C=3,H=8,W=19,R=2,S=2",
@@ -18,17 +20,15 @@ SPECS = [
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_every_row_axis_and_pad_choice_matches_numpy(spec: str, target) -> None:
-    wl = tt.workload(spec)
-    ds = design_space(wl, target)
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
+    ds = design_space(tt.workload(spec), target)
     knobs = {k.name: k.choices for k in ds.space.knobs}
-    for row_axis in knobs["row_axis"]:
-        for inline_pad in knobs["inline_pad"]:
-            config = {**ds.default, "row_axis": row_axis, "inline_pad": inline_pad}
-            config |= {"rows": 3, "vectors": 2, "lanes": 4, "parallel_fuse": True}
-            got = tt.compile(wl, schedule=ds.schedule(config), target=target)(*inputs)
-            np.testing.assert_array_equal(got, want, err_msg=str(config))
+    tile = {"rows": 3, "vectors": 2, "lanes": 4, "parallel_fuse": True}
+    configs = [
+        {**ds.default, "row_axis": row_axis, "inline_pad": inline_pad, **tile}
+        for row_axis in knobs["row_axis"]
+        for inline_pad in knobs["inline_pad"]
+    ]
+    assert_configs_match_numpy(ds, configs, rtol=0, atol=0)
 
 
 def test_window_loops_run_outside_the_register_tile(avx512_target) -> None:
@@ -64,13 +64,9 @@ def test_default_and_sampled_configs_match_numpy(spec: str, isa: str) -> None:
     if isa == "avx512" and tt.Target.detect().isa != "avx512":
         pytest.skip("needs an AVX-512 host")
     target = tt.Target.detect(num_threads=2, isa=isa)
-    wl = tt.workload(spec)
-    ds = design_space(wl, target)
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
-    for config in [ds.default, *ds.space.sample(np.random.default_rng(3), 4)]:
-        got = tt.compile(wl, schedule=ds.schedule(config), target=target)(*inputs)
-        np.testing.assert_array_equal(got, want, err_msg=str(config))
+    ds = design_space(tt.workload(spec), target)
+    configs = [ds.default, *ds.space.sample(np.random.default_rng(3), 4)]
+    assert_configs_match_numpy(ds, configs, rtol=0, atol=0)
 
 
 def test_default_materialises_the_pad_of_a_window_that_rereads_its_input(target) -> None:

@@ -13,6 +13,8 @@ import tensortune as tt
 from tensortune.pipeline import build_source
 from tensortune.space.registry import design_space
 
+from .matches import assert_configs_match_numpy
+
 SPECS = [
     "matmul:M=1,N=61,K=37",
     "matmul:M=19,N=45,K=23",
@@ -34,15 +36,9 @@ SAMPLES = 3
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_default_and_sampled_configs_match_numpy(spec: str, target) -> None:
-    wl = tt.workload(spec)
-    ds = design_space(wl, target)
+    ds = design_space(tt.workload(spec), target)
     configs = [ds.default, *ds.space.sample(np.random.default_rng(len(spec)), SAMPLES)]
-    inputs = wl.random_inputs(0)
-    want = wl.reference(inputs)
-    for config in configs:
-        kernel = tt.compile(wl, schedule=ds.schedule(config), target=target)
-        got = kernel(*inputs)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+    assert_configs_match_numpy(ds, configs)
 
 
 def test_gemv_default_unrolls_the_reduction(target) -> None:
