@@ -47,7 +47,7 @@ from ..errors import EnvironmentFailure
 from ..target import Target
 from .process import Worker, WorkerGone
 from .result import MeasureResult
-from .timer import timer_library
+from .timer import min_repeat_from_env, timer_library
 
 try:
     import fcntl
@@ -55,29 +55,6 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 _Saved = dict[int, tuple[Any, str]]
-
-MIN_REPEAT_ENV_VAR = "TENSORTUNE_MIN_REPEAT_MS"
-DEFAULT_MIN_REPEAT_MS = 50.0
-
-
-def min_repeat_seconds() -> float:
-    """How long one timed repeat lasts at least: ``$TENSORTUNE_MIN_REPEAT_MS`` or 50 ms.
-
-    Shorter repeats make every measurement cheaper and noisier (the test suite runs at 2 ms:
-    it checks what the tuner does, not how fast a kernel is)."""
-    text = os.environ.get(MIN_REPEAT_ENV_VAR, "").strip()
-    if not text:
-        return DEFAULT_MIN_REPEAT_MS / 1000
-    try:
-        ms = float(text)
-    except ValueError:
-        ms = float("nan")
-    if not 0 < ms <= 60_000:
-        raise EnvironmentFailure(
-            f"{MIN_REPEAT_ENV_VAR} must be milliseconds between 0 and 60000 such as "
-            f"{DEFAULT_MIN_REPEAT_MS:g}, got {text[:40]!r}"
-        )
-    return ms / 1000
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,7 +117,7 @@ class Runner:
     flush_bytes: int = 0
     rtol: float = 1e-4
     atol: float = 1e-4
-    min_repeat_seconds: float = field(default_factory=min_repeat_seconds)
+    min_repeat_seconds: float = field(default_factory=min_repeat_from_env)
     paired_rounds: tuple[int, int] = (5, 15)
     target: Target | None = None
     startup_timeout: float = 60.0

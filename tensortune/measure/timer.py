@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..backend import backend_for
-from ..errors import TensorTuneError
+from ..errors import EnvironmentFailure, TensorTuneError
 from ..target import Target
 
 TIMER_SOURCE = r"""
@@ -59,6 +60,30 @@ int tt_time_groups(tt_packed_fn fn, void** args, int number, int groups, int flu
     return 0;
 }
 """
+
+
+MIN_REPEAT_ENV_VAR = "TENSORTUNE_MIN_REPEAT_MS"
+DEFAULT_MIN_REPEAT_MS = 50.0
+
+
+def min_repeat_from_env() -> float:
+    """How long one timed repeat lasts at least: ``$TENSORTUNE_MIN_REPEAT_MS`` or 50 ms.
+
+    Shorter repeats make every measurement cheaper and noisier (the test suite runs at 2 ms:
+    it checks what the tuner does, not how fast a kernel is)."""
+    text = os.environ.get(MIN_REPEAT_ENV_VAR, "").strip()
+    if not text:
+        return DEFAULT_MIN_REPEAT_MS / 1000
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = float("nan")
+    if not 0 < ms <= 60_000:
+        raise EnvironmentFailure(
+            f"{MIN_REPEAT_ENV_VAR} must be milliseconds between 0 and 60000 such as "
+            f"{DEFAULT_MIN_REPEAT_MS:g}, got {text[:40]!r}"
+        )
+    return ms / 1000
 
 
 def timer_library(target: Target) -> Path:

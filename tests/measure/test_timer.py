@@ -2,8 +2,13 @@ import numpy as np
 import pytest
 
 from tensortune.build.kernel import Kernel, pointer_array
-from tensortune.errors import TensorTuneError
-from tensortune.measure.timer import calibrate_number, time_function, timer_library
+from tensortune.errors import EnvironmentFailure, TensorTuneError
+from tensortune.measure.timer import (
+    calibrate_number,
+    min_repeat_from_env,
+    time_function,
+    timer_library,
+)
 from tensortune.target import Target
 
 from . import c_kernels
@@ -80,3 +85,17 @@ def test_bad_parameters(target: Target, timer, bad: dict):
     k = Prepared(c_kernels.GOOD, "vadd", target)
     with pytest.raises(TensorTuneError, match="bad timing parameters"):
         time_function(k.address, k.pointers, timer=timer, **bad)
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-5", "1e9", "nan"])
+def test_a_bad_min_repeat_names_the_variable_and_a_good_value(monkeypatch, text: str) -> None:
+    monkeypatch.setenv("TENSORTUNE_MIN_REPEAT_MS", text)
+    with pytest.raises(EnvironmentFailure, match=r"TENSORTUNE_MIN_REPEAT_MS must be milliseconds"):
+        min_repeat_from_env()
+
+
+def test_min_repeat_comes_from_the_environment_else_50_ms(monkeypatch) -> None:
+    monkeypatch.setenv("TENSORTUNE_MIN_REPEAT_MS", " 7.5 ")
+    assert min_repeat_from_env() == pytest.approx(0.0075)
+    monkeypatch.delenv("TENSORTUNE_MIN_REPEAT_MS")
+    assert min_repeat_from_env() == pytest.approx(0.05)
