@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import TensorTuneError
 from ..ir.nodes import PrimFunc
 from ..lower import lower
-from ..schedule.annotations import OPT_LEVELS
+from ..schedule.annotations import OPT_LEVELS, fast_math
 from ..space import Config
 from ..space.template import DesignSpace
 from .access_features import ACCESS_FEATURES, TARGET_FEATURES, access_features, target_features
@@ -78,7 +78,7 @@ def build_features(flags: Mapping[str, Any]) -> list[float]:
     unroll = flags.get("unroll_pragma", 1)
     return [
         float(OPT_LEVELS.index(level) + 1 if level != "Ofast" else 3),
-        float(bool(flags.get("fast_math")) or level == "Ofast"),
+        float(fast_math(flags)),
         _log2(float(unroll)),
     ]
 
