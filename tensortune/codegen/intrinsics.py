@@ -54,6 +54,32 @@ NATIVE_EXP_CLAMP: Native = {
     ),
 }
 
+# exp_nonpos's argument raised to -88 (where its 2^n is 2^-127, whose bits (n + 127) << 23 are
+# +0.0), NaN kept as above
+NATIVE_EXP_NONPOS_CLAMP: Native = {
+    16: (("__AVX512F__", "_mm512_max_ps(_mm512_set1_ps(-88.0f), x)"),),
+    8: (("__AVX__", "_mm256_max_ps(_mm256_set1_ps(-88.0f), x)"),),
+    4: (
+        ("__SSE4_1__", "_mm_max_ps(_mm_set1_ps(-88.0f), x)"),
+        (NEON, "vmaxq_f32((float32x4_t)x, vdupq_n_f32(-88.0f))"),
+    ),
+}
+# to the nearest integer (ties to even): instructions the optimizer cannot fold away, as it may
+# fold the magic-number rounding (x + 1.5 * 2^23) - 1.5 * 2^23 to x under -fassociative-math
+NATIVE_ROUND: Native = {
+    16: (
+        (
+            "__AVX512F__",
+            "_mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)",
+        ),
+    ),
+    8: (("__AVX__", "_mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"),),
+    4: (
+        ("__SSE4_1__", "_mm_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"),
+        (NEON, "vrndnq_f32((float32x4_t)x)"),
+    ),
+}
+
 
 def native_helper(t: str, lanes: int, signature: str, portable: str, native: Native) -> str:
     """``static inline {t} {signature}`` with the first intrinsic of ``native`` for this width

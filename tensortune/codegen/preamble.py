@@ -17,9 +17,11 @@ from ..dtype import dtype as row_of  # `dtype` names a dtype string below
 from ..lower.masks import STRIDED_LOAD_STRIDES
 from .intrinsics import (
     NATIVE_EXP_CLAMP,
+    NATIVE_EXP_NONPOS_CLAMP,
     NATIVE_FLOOR,
     NATIVE_LDEXP,
     NATIVE_MIN_MAX,
+    NATIVE_ROUND,
     native_helper,
 )
 from .scratch import SCRATCH
@@ -244,10 +246,22 @@ def masked_access(dtype: str, lanes: int) -> str:
 
 
 # float32 vector math without libm calls: exp by range reduction to [-ln2/2, ln2/2] and a degree-6
-# minimax polynomial in Horner form (Juffa's expf, as MLAS uses it; <= 1 ulp); tanh and sigmoid
-# through exp; erf by Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7); sqrt and abs are exact.
-# NaN and infinities give what libm gives.
-VECTOR_MATH = ("exp", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "abs")
+# minimax polynomial in Horner form (Juffa's expf, as MLAS uses it; <= 1 ulp); exp_nonpos the same
+# for arguments known to be <= 0 (softmax's x - max x), cheaper at both ends of the range; tanh
+# and sigmoid through exp; erf by Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7); sqrt and
+# abs are exact. NaN and infinities give what libm gives.
+VECTOR_MATH = ("exp", "exp_nonpos", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "abs")
+
+# e^r for |r| <= ln2/2 from the reduced argument r, as C statements that leave it in y
+_EXP_POLY = """\
+  {t} r = fn * -6.93145752e-1f + c;
+  r = fn * -1.42860677e-6f + r;
+  {t} y = 1.37805939e-3f * r + 8.37312452e-3f;
+  y = y * r + 4.16695364e-2f;
+  y = y * r + 1.66664720e-1f;
+  y = y * r + 4.99999851e-1f;
+  y = y * r + 1.0f;
+  y = y * r + 1.0f;"""
 
 
 def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
@@ -283,15 +297,28 @@ def vector_math(t: str, m: str, lanes: int, funcs: set[str]) -> str:
      or overflows to inf (exp(inf) = inf) like exp(x); a NaN c makes r, hence the result, NaN */
   {t} c = tt_exp_clamp_{t}(x);
   {t} fn = tt_floor_{t}(c * 1.44269504088896341f + 0.5f);
-  {t} r = fn * -6.93145752e-1f + c;
-  r = fn * -1.42860677e-6f + r;
-  {t} y = 1.37805939e-3f * r + 8.37312452e-3f;
-  y = y * r + 4.16695364e-2f;
-  y = y * r + 1.66664720e-1f;
-  y = y * r + 4.99999851e-1f;
-  y = y * r + 1.0f;
-  y = y * r + 1.0f;
+{_EXP_POLY.format(t=t)}
   return tt_ldexp_{t}(y, fn);
+}}""")
+    if "exp_nonpos" in need:
+        # for x <= 0 the truncation of x - 0.5 toward zero rounds x to an integer n, |x - n| <= 1/2
+        rint = f"{{ return __builtin_convertvector(__builtin_convertvector(x - 0.5f, {m}), {t}); }}"
+        code.append(native_helper(t, lanes, f"tt_round_nonpos_{t}({t} x)", rint, NATIVE_ROUND))
+        clamp = f"{{ return tt_select_{t}(x < -88.0f, tt_splat_{t}(-88.0f), x); }}"
+        code.append(
+            native_helper(
+                t, lanes, f"tt_exp_nonpos_clamp_{t}({t} x)", clamp, NATIVE_EXP_NONPOS_CLAMP
+            )
+        )
+        code.append(f"""static inline {t} tt_exp_nonpos_{t}({t} x) {{
+  /* exp(x) for x <= 0 (MLAS's softmax exp): c = max(x, -88) = n ln2 + r, n = round(c / ln2) in
+     [-127, 0], 2^n the float of bits (n + 127) << 23, one multiply. Below -87.68 n is -127, 2^n
+     is +0.0: exp(-inf) = 0, and the denormals exp(x) < 8.4e-39 there flush to 0 (above, y 2^n
+     rounds once, denormal or not); a NaN x makes r NaN. Positive x is out of contract */
+  {t} c = tt_exp_nonpos_clamp_{t}(x);
+  {t} fn = tt_round_nonpos_{t}(c * 1.44269504088896341f);
+{_EXP_POLY.format(t=t)}
+  return y * ({t})((__builtin_convertvector(fn, {m}) + 127) << 23);
 }}""")
     if "tanh" in need:
         code.append(f"""static inline {t} tt_tanh_{t}({t} x) {{
@@ -333,6 +360,7 @@ def scalar_call(func: str, dtype: str, x: str) -> str:
     one = "1.0f" if dtype == "float32" else "1.0"
     table = {
         "exp": f"exp{f}({x})",
+        "exp_nonpos": f"exp{f}({x})",  # the vector helper's contract (x <= 0) only buys speed
         "log": f"log{f}({x})",
         "tanh": f"tanh{f}({x})",
         "erf": f"erf{f}({x})",

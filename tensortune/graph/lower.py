@@ -284,7 +284,7 @@ def _log_softmax(x: Tensor, name: str) -> Tensor:
     underflows to 0, as a log of ``ops.softmax`` would not be."""
     top = ops.reduce_max(x, -1, keepdims=True, name=f"{name}_max")
     shifted = _elementwise(f"{name}_shift", x.shape, lambda p, q: p - q, x, top)
-    exp = _elementwise(f"{name}_exp", x.shape, te.exp, shifted)
+    exp = _elementwise(f"{name}_exp", x.shape, te.exp_nonpos, shifted)
     total = ops.reduce_sum(exp, -1, keepdims=True, name=f"{name}_sum")
     return _elementwise(name, x.shape, lambda p, q: p - te.log(q), shifted, total)
 

@@ -29,7 +29,7 @@ def softmax(x: Tensor, name: str = "softmax") -> Tensor:
 
     mx = te.compute(rows, row_max, name=f"{name}_max", tag="softmax")
     ex = te.compute(
-        x.shape, lambda *i: te.exp(x[i] - mx[i[:-1]]), name=f"{name}_exp", tag="softmax"
+        x.shape, lambda *i: te.exp_nonpos(x[i] - mx[i[:-1]]), name=f"{name}_exp", tag="softmax"
     )
 
     def row_sum(*i: Var) -> Expr:

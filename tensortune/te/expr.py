@@ -21,7 +21,19 @@ if TYPE_CHECKING:
 
 BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "and", "or")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
-MATH_FUNCS = ("exp", "log", "tanh", "erf", "sqrt", "rsqrt", "abs", "sigmoid", "neg", "not")
+MATH_FUNCS = (
+    "exp",
+    "exp_nonpos",
+    "log",
+    "tanh",
+    "erf",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "sigmoid",
+    "neg",
+    "not",
+)
 
 _uid = itertools.count()
 

@@ -34,6 +34,9 @@ def _float_call(func: str) -> Callable[[Any], Expr]:
 
 
 exp = _float_call("exp")
+exp_nonpos = _float_call("exp_nonpos")
+exp_nonpos.__doc__ = """Elementwise exp of an argument known to be <= 0 (``x - max(x)``), which
+vector code computes more cheaply; a positive argument gives an undefined result there."""
 log = _float_call("log")
 tanh = _float_call("tanh")
 erf = _float_call("erf")

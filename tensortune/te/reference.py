@@ -69,6 +69,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 _CALLS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp,
+    "exp_nonpos": np.exp,
     "log": np.log,
     "tanh": np.tanh,
     "erf": _erf,

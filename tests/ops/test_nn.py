@@ -5,7 +5,11 @@ import pytest
 
 from tensortune import ops, te
 from tensortune.errors import DSLError
+from tensortune.pipeline import compile
+from tensortune.space.registry import design_space
+from tensortune.target import Target, supported_isas
 from tensortune.te.reference import evaluate
+from tensortune.workload import workload
 
 
 def softmax_numpy(x):
@@ -50,6 +54,32 @@ def test_softmax_stages():
     assert {t.tag for t in (mx, ex, total, out)} == {"softmax"}
     assert mx.body.combiner == "max" and total.body.combiner == "sum"
     assert mx.shape == total.shape == (4,)
+    assert ex.body.func == "exp_nonpos"  # of x - max(x) <= 0: the cheaper vector exp
+
+
+@pytest.mark.parametrize("isa", supported_isas())
+def test_compiled_softmax_of_masked_rows(isa: str):
+    """Rows with -inf (masked attention scores): exactly 0 there, as NumPy; a row all masked
+    gives NaN; a row spanning [-100, 100] has exps that underflow (exp_nonpos flushes them to 0
+    below exp(-87.68), NumPy below exp(-103.97))."""
+    target = Target.detect(num_threads=2, isa=isa)
+    wl = workload("softmax:rows=7,cols=37")  # 4 vectors and a tail of 5 per row on AVX2
+    (x,) = wl.random_inputs()
+    x[0, [0, 5, 36]] = -np.inf
+    x[1, :-1] = -np.inf  # all but the last: that one is 1
+    x[2, :] = -np.inf
+    x[3, 9:] = -np.inf  # a causal mask: whole vectors and the tail
+    x[4] *= 100
+    x[5, 3] = np.nan
+    with np.errstate(all="ignore"):
+        want = softmax_numpy(x.astype(np.float64))
+    ds = design_space(wl, target)
+    for schedule in (None, ds.schedule(ds.default)):
+        got = compile(wl.outputs[0], schedule, target)(x)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        assert (got[np.isneginf(x) & ~np.isnan(want)] == 0).all()
+        assert got[1, -1] == 1
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("shape", [(1,), (9,), (4, 16), (2, 3, 5)])

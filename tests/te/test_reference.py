@@ -96,6 +96,7 @@ def test_comparisons_and_logic_give_bool(sym, expected):
     ("func", "expected"),
     [
         (te.exp, np.exp),
+        (lambda x: te.exp_nonpos(-x), lambda x: np.exp(-x)),
         (te.log, lambda x: np.log(x)),
         (te.tanh, np.tanh),
         (te.erf, np.vectorize(math.erf)),

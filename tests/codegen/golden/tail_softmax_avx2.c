@@ -38,21 +38,22 @@ static inline void tt_maskstore_f32x8(float* p, i32x8 m, f32x8 v) { for (int l =
 #endif
 static inline f32x8 tt_abs_f32x8(f32x8 x) { return (f32x8)((i32x8)x & ((i32x8){} + 0x7fffffff)); }
 #if defined(__AVX__)
-static inline f32x8 tt_floor_f32x8(f32x8 x) { return (f32x8)_mm256_floor_ps(x); }
+static inline f32x8 tt_round_nonpos_f32x8(f32x8 x) { return (f32x8)_mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 #else
-static inline f32x8 tt_floor_f32x8(f32x8 x) { i32x8 n = __builtin_convertvector(x, i32x8); n = n + (i32x8)(__builtin_convertvector(n, f32x8) > x); return __builtin_convertvector(n, f32x8); }
+static inline f32x8 tt_round_nonpos_f32x8(f32x8 x) { return __builtin_convertvector(__builtin_convertvector(x - 0.5f, i32x8), f32x8); }
 #endif
-static inline f32x8 tt_ldexp_f32x8(f32x8 y, f32x8 n) { i32x8 k = __builtin_convertvector(n, i32x8), h = k >> 1; return y * (f32x8)((h + 127) << 23) * (f32x8)((k - h + 127) << 23); }
 #if defined(__AVX__)
-static inline f32x8 tt_exp_clamp_f32x8(f32x8 x) { return (f32x8)_mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-110.0f), x)); }
+static inline f32x8 tt_exp_nonpos_clamp_f32x8(f32x8 x) { return (f32x8)_mm256_max_ps(_mm256_set1_ps(-88.0f), x); }
 #else
-static inline f32x8 tt_exp_clamp_f32x8(f32x8 x) { return tt_select_f32x8(x < -110.0f, tt_splat_f32x8(-110.0f), tt_select_f32x8(x > 89.0f, tt_splat_f32x8(89.0f), x)); }
+static inline f32x8 tt_exp_nonpos_clamp_f32x8(f32x8 x) { return tt_select_f32x8(x < -88.0f, tt_splat_f32x8(-88.0f), x); }
 #endif
-static inline f32x8 tt_exp_f32x8(f32x8 x) {
-  /* exp(c) = 2^n e^r with c clamped to [-110, 89], a range where exp(c) rounds to 0 (exp(-inf) = 0)
-     or overflows to inf (exp(inf) = inf) like exp(x); a NaN c makes r, hence the result, NaN */
-  f32x8 c = tt_exp_clamp_f32x8(x);
-  f32x8 fn = tt_floor_f32x8(c * 1.44269504088896341f + 0.5f);
+static inline f32x8 tt_exp_nonpos_f32x8(f32x8 x) {
+  /* exp(x) for x <= 0 (MLAS's softmax exp): c = max(x, -88) = n ln2 + r, n = round(c / ln2) in
+     [-127, 0], 2^n the float of bits (n + 127) << 23, one multiply. Below -87.68 n is -127, 2^n
+     is +0.0: exp(-inf) = 0, and the denormals exp(x) < 8.4e-39 there flush to 0 (above, y 2^n
+     rounds once, denormal or not); a NaN x makes r NaN. Positive x is out of contract */
+  f32x8 c = tt_exp_nonpos_clamp_f32x8(x);
+  f32x8 fn = tt_round_nonpos_f32x8(c * 1.44269504088896341f);
   f32x8 r = fn * -6.93145752e-1f + c;
   r = fn * -1.42860677e-6f + r;
   f32x8 y = 1.37805939e-3f * r + 8.37312452e-3f;
@@ -61,7 +62,7 @@ static inline f32x8 tt_exp_f32x8(f32x8 x) {
   y = y * r + 4.99999851e-1f;
   y = y * r + 1.0f;
   y = y * r + 1.0f;
-  return tt_ldexp_f32x8(y, fn);
+  return y * (f32x8)((__builtin_convertvector(fn, i32x8) + 127) << 23);
 }
 typedef int32_t i32x8 __attribute__((vector_size(32), aligned(32)));
 static inline i32x8 tt_load_i32x8(const int32_t* p) { i32x8 v; memcpy(&v, p, sizeof v); return v; }
@@ -105,11 +106,11 @@ int tail_softmax_avx2(const float* restrict X, float* restrict softmax) {
         for (int i0_2 = 0; i0_2 < 4; ++i0_2) {
           for (int i1_o = 0; i1_o < 25; ++i1_o) {
             if (i1_o * 8 + 7 < 197) {
-              tt_store_f32x8(&softmax_exp[i0_2 * 197 + i1_o * 8], tt_exp_f32x8((tt_load_f32x8(&X[i0_2 * 197 + i0_o * 788 + i1_o * 8]) - tt_bcast_f32x8(&softmax_max[i0_2]))));
+              tt_store_f32x8(&softmax_exp[i0_2 * 197 + i1_o * 8], tt_exp_nonpos_f32x8((tt_load_f32x8(&X[i0_2 * 197 + i0_o * 788 + i1_o * 8]) - tt_bcast_f32x8(&softmax_max[i0_2]))));
             } else {
               /* vector tail: masked */
               { i32x8 tt_mask = ((((i32x8){0, 1, 2, 3, 4, 5, 6, 7}) + tt_splat_i32x8(i1_o * 8)) < tt_splat_i32x8(197));
-                tt_maskstore_f32x8(&softmax_exp[i0_2 * 197 + i1_o * 8], tt_mask, tt_exp_f32x8((tt_maskload_f32x8(&X[i0_2 * 197 + i0_o * 788 + i1_o * 8], tt_mask) - tt_bcast_f32x8(&softmax_max[i0_2]))));
+                tt_maskstore_f32x8(&softmax_exp[i0_2 * 197 + i1_o * 8], tt_mask, tt_exp_nonpos_f32x8((tt_maskload_f32x8(&X[i0_2 * 197 + i0_o * 788 + i1_o * 8], tt_mask) - tt_bcast_f32x8(&softmax_max[i0_2]))));
               }
             }
           }
