@@ -17,9 +17,9 @@ traceback instead.
 Exit status: 0 success, 1 nothing found (``best`` with no successful record), 2 bad input,
 130 interrupted.
 
-Modules: ``parser`` (arguments and --help), ``commands`` (what each command does), ``format``
-(terminal output), ``report`` (the HTML page), ``roofline`` and ``peers`` (what the report
-compares winners with).
+Modules: ``parser`` (arguments and --help, built from ``options``), ``commands`` (what each
+command does), ``format`` (terminal output), ``report`` (the HTML page), ``roofline`` and
+``peers`` (what the report compares winners with).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import EXIT_OK, open_existing, shown
+from .options import command, db_option, positive_float, positive_int
 
 
 def _dataset_db(db: str | None) -> str:
@@ -26,14 +27,10 @@ def _dataset_db(db: str | None) -> str:
     return str(dataset_db_path()) if db is None else db
 
 
-def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        metavar="PATH",
-        default=None,
-        help="the dataset's tuning database, a SQLite file or a SQLAlchemy URL (default: "
-        "dataset.db in the user cache directory)",
-    )
+_DB_HELP = (
+    "the dataset's tuning database, a SQLite file or a SQLAlchemy URL (default: dataset.db in "
+    "the user cache directory)"
+)
 
 
 def _inputs(p: argparse.ArgumentParser) -> None:
@@ -42,9 +39,8 @@ def _inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_dataset_commands(sub: Any, command: Any, positive_int: Any, positive_float: Any) -> None:
-    """The ``dataset`` command and its four subcommands on ``sub`` (``command`` makes a
-    subcommand with the parser's --help layout; the two types check numeric options)."""
+def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
+    """The ``dataset`` command and its four subcommands on ``sub``."""
     top = command(
         sub,
         "dataset",
@@ -64,7 +60,7 @@ def add_dataset_commands(sub: Any, command: Any, positive_int: Any, positive_flo
         "then model-guided search up to --trials-per-workload measurements, counting what the\n"
         "database already holds: a rerun continues. Prints one line per workload.",
     )
-    _db(p)
+    db_option(p, _DB_HELP)
     p.add_argument(
         "--trials-per-workload",
         type=positive_int,
@@ -108,7 +104,7 @@ def add_dataset_commands(sub: Any, command: Any, positive_int: Any, positive_flo
         "config, seconds, the paired reference's seconds and ratio, error kind and version.\n"
         "Features are not stored (training recomputes them). Prints the count written.",
     )
-    _db(p)
+    db_option(p, _DB_HELP)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the .jsonl.gz to write")
     p.set_defaults(run=cmd_export)
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .common import EXIT_OK, CLIError, db_location, detect_target
+from .options import command, db_option, threads_option
 
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$"
@@ -55,7 +56,7 @@ def _shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def _common(p: argparse.ArgumentParser, db_option: Any, threads_option: Any) -> None:
+def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="the ONNX model file")
     db_option(p)
     threads_option(p, "threads the kernels run on")
@@ -76,9 +77,8 @@ def _common(p: argparse.ArgumentParser, db_option: Any, threads_option: Any) -> 
     )
 
 
-def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: Any) -> None:
-    """The model subcommands on ``sub`` (``command``, ``db_option`` and ``threads_option`` are
-    the parser's helpers, so they look and behave like the other commands)."""
+def add_model_commands(sub: argparse._SubParsersAction) -> None:
+    """The model subcommands on ``sub``."""
     p = command(
         sub,
         "tune-model",
@@ -88,7 +88,7 @@ def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: A
         "database). Every measurement is committed at once: rerunning continues. Prints a\n"
         "line per kernel and a summary.",
     )
-    _common(p, db_option, threads_option)
+    _common(p)
     p.add_argument(
         "--budget",
         type=parse_duration,
@@ -107,7 +107,7 @@ def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: A
         "runs it once. --input FILE for a single-input model, or NAME=FILE per input; -o\n"
         "writes the output (.npy), or every output by name (.npz).",
     )
-    _common(p, db_option, threads_option)
+    _common(p)
     p.add_argument("--input", action="append", required=True, metavar="[NAME=]FILE")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help=".npy or .npz")
     p.set_defaults(run=cmd_run)
@@ -120,7 +120,7 @@ def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: A
         "on random inputs, then times both in interleaved rounds (the order alternating) and\n"
         "prints each one's median over the rounds and the ratio (> 1: tensortune is faster).",
     )
-    _common(p, db_option, threads_option)
+    _common(p)
     p.add_argument("--rounds", type=int, default=10, metavar="N", help="rounds (default: 10)")
     p.set_defaults(run=cmd_bench)
 
@@ -132,7 +132,7 @@ def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: A
         "<name>.h (entry points, input and output shapes, arena size), <name>.weights and\n"
         "the entry point's C source into DIR: a C program runs it with no Python.",
     )
-    _common(p, db_option, threads_option)
+    _common(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
     p.add_argument("--name", default=None, help="C prefix of the symbols (default: the graph's)")
     p.set_defaults(run=cmd_export)
@@ -146,7 +146,7 @@ def add_model_commands(sub: Any, command: Any, db_option: Any, threads_option: A
         "table of the calls (median microseconds, share of the sum) and the time per operator\n"
         "class, beside a whole run's.",
     )
-    _common(p, db_option, threads_option)
+    _common(p)
     p.add_argument("--rounds", type=int, default=50, metavar="N", help="rounds (default: 50)")
     p.add_argument("--top", type=int, default=None, metavar="K", help="only the K slowest calls")
     p.set_defaults(run=cmd_profile)

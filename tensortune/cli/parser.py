@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NoReturn
 
 from ..version import __version__
 from .common import EXIT_USAGE
-
-_EXIT_STATUS = (
-    "exit status: 0 success, 1 nothing found (best), 2 bad input (one 'error: ...' line on "
-    "stderr; TENSORTUNE_DEBUG=1 shows the traceback), 130 interrupted"
+from .options import (
+    EXIT_STATUS,
+    command,
+    db_option,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    spec_argument,
+    threads_option,
 )
 
 
@@ -22,62 +26,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
 
 
-# -- argument types (argparse turns their ArgumentTypeError into one error line) ---------------
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be >= 1, got 0")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-def _db_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        metavar="PATH",
-        default=None,
-        help="tuning database: a SQLite file or a SQLAlchemy URL (default: $TENSORTUNE_DB, "
-        "else tuning.db in the user cache directory, shared by every command)",
-    )
-
-
-def _threads_option(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument(
-        "--threads",
-        type=_positive_int,
-        metavar="T",
-        default=None,
-        help=f"{what} (default: every CPU this process may use); part of the target",
-    )
-
-
-def _spec_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "spec", metavar="SPEC", help="workload spec, e.g. 'matmul:M=256,N=256,K=256' (any order)"
-    )
-
-
 def _cost_models() -> str:
     """The registered cost models' names, for --help (plug-ins registered on import included)."""
     try:
@@ -85,19 +33,6 @@ def _cost_models() -> str:
     except ImportError:  # a tensortune without the registry: name the usual ones
         return "e.g. lgbm, random"
     return ", ".join(COST_MODELS)
-
-
-def _command(
-    sub: argparse._SubParsersAction, name: str, summary: str, details: str
-) -> argparse.ArgumentParser:
-    """A subcommand whose --help gives the summary, what it prints and the exit status."""
-    return sub.add_parser(
-        name,
-        help=summary,
-        description=f"{summary[0].upper()}{summary[1:]}.\n\n{details}",
-        epilog=_EXIT_STATUS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,12 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Workload specs look like 'matmul:M=256,N=256,K=256' or "
         "'conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1'. The database defaults to $TENSORTUNE_DB "
         "or tuning.db in the user cache directory; compiled kernels are cached in "
-        "$TENSORTUNE_CACHE_DIR or the user cache directory. " + _EXIT_STATUS + ".",
+        "$TENSORTUNE_CACHE_DIR or the user cache directory. " + EXIT_STATUS + ".",
     )
     parser.add_argument("--version", action="version", version=f"tensortune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = _command(
+    p = command(
         sub,
         "tune",
         "search for the fastest schedule of a workload",
@@ -129,10 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
         "object as the last line of stdout. A broken environment (no C compiler, unwritable\n"
         "cache) stops the run with one error line.",
     )
-    _spec_argument(p)
+    spec_argument(p)
     p.add_argument(
         "--trials",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=64,
         metavar="N",
         help="total measurements for this workload, counting earlier runs (default: 64)",
@@ -150,29 +85,29 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"cost model guiding the search, by its registered name: {_cost_models()} "
         "(default: the strategy's own)",
     )
-    _db_option(p)
+    db_option(p)
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
     p.add_argument(
         "--json", action="store_true", help="print the result as one JSON object (last line)"
     )
     p.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         metavar="SEC",
         help="seconds one candidate may run before it counts as hung (default: 10)",
     )
-    _threads_option(p, "threads the kernels run on")
+    threads_option(p, "threads the kernels run on")
     p.add_argument(
         "--max-seconds",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="SEC",
         help="stop after this much tuning time (default: no limit)",
     )
     p.add_argument(
         "--early-stop",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="stop after N trials in a row without a new best (default: never)",
@@ -187,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_tune)
 
-    p = _command(
+    p = command(
         sub,
         "best",
         "show the best tuned configuration of a workload",
@@ -196,13 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         "one JSON object. Exit status 1 (and a reason on stderr) when nothing succeeded on\n"
         "this target. Opens the database read-only.",
     )
-    _spec_argument(p)
-    _db_option(p)
+    spec_argument(p)
+    db_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    _threads_option(p, "the thread count it was tuned for")
+    threads_option(p, "the thread count it was tuned for")
     p.set_defaults(run=cmd_best)
 
-    p = _command(
+    p = command(
         sub,
         "history",
         "list every measurement in the database",
@@ -210,12 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--json JSON Lines with the keys workload, target, config, seconds, error, strategy,\n"
         "trial, run_id and created_at. Opens the database read-only.",
     )
-    _db_option(p)
+    db_option(p)
     p.add_argument("--json", action="store_true", help="JSON Lines, one record per line")
     p.add_argument("--workload", metavar="SPEC", default=None, help="only this workload")
     p.set_defaults(run=cmd_history)
 
-    p = _command(
+    p = command(
         sub,
         "report",
         "write an HTML report with tuning curves",
@@ -225,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "measured once and cached in the kernel cache directory) and against the fastest\n"
         "installed peer (NumPy, PyTorch, ONNX Runtime), timed now. Needs matplotlib.",
     )
-    _db_option(p)
+    db_option(p)
     p.add_argument(
         "-o",
         "--output",
@@ -247,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_report)
 
-    p = _command(
+    p = command(
         sub,
         "compile",
         "compile a workload with its best tuned schedule",
@@ -257,15 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
         "prints the generated C instead, --emit-ir the final loop-nest IR it is printed from.\n"
         "Does not create a database that does not exist.",
     )
-    _spec_argument(p)
-    _db_option(p)
+    spec_argument(p)
+    db_option(p)
     emit = p.add_mutually_exclusive_group()
     emit.add_argument("--emit-c", action="store_true", help="print the generated C source")
     emit.add_argument(
         "--emit-ir", action="store_true", help="print the final IR that codegen turns into C"
     )
-    _threads_option(p, "threads the kernel runs on")
+    threads_option(p, "threads the kernel runs on")
     p.set_defaults(run=cmd_compile)
-    add_model_commands(sub, _command, _db_option, _threads_option)
-    add_dataset_commands(sub, _command, _positive_int, _positive_float)
+    add_model_commands(sub)
+    add_dataset_commands(sub)
     return parser

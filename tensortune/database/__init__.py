@@ -11,10 +11,9 @@ from pathlib import Path
 
 import platformdirs
 
-from .database import Database
 from .prediction import Prediction
 from .record import ERROR_KINDS, TuningRecord
-from .sql import SQLDatabase, printable_location
+from .sql import Database, printable_location
 
 #: Environment variable naming the default database (a path or a SQLAlchemy URL).
 DB_ENV_VAR = "TENSORTUNE_DB"
@@ -42,7 +41,7 @@ def open_database(
     """
     if isinstance(db, Database):
         return db
-    return SQLDatabase(default_db_path() if db is None else db, readonly=readonly)
+    return Database(default_db_path() if db is None else db, readonly=readonly)
 
 
 __all__ = [
@@ -50,7 +49,6 @@ __all__ = [
     "ERROR_KINDS",
     "Database",
     "Prediction",
-    "SQLDatabase",
     "TuningRecord",
     "default_db_path",
     "open_database",

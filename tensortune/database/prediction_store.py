@@ -1,4 +1,4 @@
-"""The predictions table's queries (zero-shot choices, see `prediction`), for `SQLDatabase`,
+"""The predictions table's queries (zero-shot choices, see `prediction`), for `Database`,
 which supplies the transactions with their retries (``_run``) and its ``location``."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _T = TypeVar("_T")
 
 
 class PredictionStore:
-    """``record_prediction`` and ``prediction`` of the ``Database`` interface, in SQL."""
+    """``record_prediction`` and ``prediction``: zero-shot choices, kept apart from records."""
 
     location: str
 
@@ -26,6 +26,8 @@ class PredictionStore:
         raise NotImplementedError
 
     def record_prediction(self, prediction: Prediction) -> None:
+        """Keep a zero-shot choice, replacing the one of the same (workload, target, version,
+        space): it is never a record, so no measurement query returns it."""
         row = prediction_to_row(prediction)
         c = predictions_table.c
         same = (
@@ -45,6 +47,7 @@ class PredictionStore:
     def prediction(
         self, workload: str, target: str, *, version: str | None = None, space: str | None = None
     ) -> Prediction | None:
+        """The newest zero-shot choice for this workload on this target, or None."""
         c = predictions_table.c
         stmt = select(predictions_table).where(c.workload == workload, c.target == target)
         if version is not None:

@@ -1,13 +1,13 @@
 """The tuning database on SQLAlchemy Core: a local SQLite file by default, any SQL URL works.
 
 The tables and their migrations live in ``schema``, opening and error explanations in
-``connect``; this module holds the queries, the writes and the claims.
+``connect``, the claims' and predictions' queries in ``claims`` and ``prediction_store``, JSON
+Lines files in ``jsonl``; this module holds the records' queries and writes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import random
 import threading
@@ -16,12 +16,14 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Select, delete, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy import Connection, Select, insert, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import DatabaseError, RecordWarning
+from .claims import ClaimStore
 from .connect import (
     DEFAULT_LOCK_TIMEOUT,
     LOCK_TIMEOUT_ENV,
@@ -37,14 +39,13 @@ from .connect import (
     transient,
 )
 from .connect import lock_timeout as resolve_lock_timeout
-from .database import Database
+from .jsonl import PathOrFile, read_jsonl, write_jsonl
 from .prediction_store import PredictionStore
 from .record import TuningRecord, rank_configs
 from .schema import (
     IMPORT_LOCK,
     MIGRATIONS,
     SCHEMA_VERSION,
-    claims_table,
     from_row,
     meta_table,
     prepare_schema,
@@ -60,10 +61,18 @@ _RETRY_FIRST = 0.005
 _RETRY_MAX = 0.25
 
 _T = TypeVar("_T")
+_D = TypeVar("_D", bound="Database")
 
 
-class SQLDatabase(PredictionStore, Database):
-    """Tuning database in SQL tables, via SQLAlchemy Core.
+class Database(PredictionStore, ClaimStore):
+    """Every measurement tensortune makes, keyed by (workload, target, config), in SQL tables.
+
+    Search strategies use it to skip configs already measured (``has``/``measured_keys``)
+    and to start from the best known ones (``top_k``/``best``). Queries are always scoped by
+    target, so a result measured on one machine never answers for another. ``version`` (the
+    tensortune version that measured) and ``space`` (the design space's name, "" for a
+    built-in template) are stored on every record and can optionally narrow any query: ratios
+    of different spaces are to different defaults and must not be ranked together.
 
     ``location`` is a filesystem path (a SQLite file, parent directories created) or any
     SQLAlchemy URL, e.g. ``postgresql+psycopg://host/db`` (install its driver yourself).
@@ -118,7 +127,7 @@ class SQLDatabase(PredictionStore, Database):
             raise DatabaseError(f"cannot open tuning database '{self.location}': {problem}")
 
     def __repr__(self) -> str:
-        return f"SQLDatabase({self.location!r})"
+        return f"Database({self.location!r})"
 
     def _explain(self, exc: BaseException) -> str:
         """What went wrong, named by its cause (lock holder, permission, not a database...)."""
@@ -179,15 +188,25 @@ class SQLDatabase(PredictionStore, Database):
         )
 
     @staticmethod
-    def _select(columns: Any = records_table, **equal: str | None) -> Select[Any]:
-        """SELECT from records, constrained by every non-None keyword (column == value)."""
+    def _select(
+        columns: Any,
+        workload: str | None,
+        target: str | None,
+        version: str | None = None,
+        space: str | None = None,
+        **more: str | None,
+    ) -> Select[Any]:
+        """SELECT from records, constrained by every non-None argument (column == value): the
+        scope every query takes, and ``more`` columns by name."""
         stmt = select(columns)
-        for name, value in equal.items():
+        scope = {"workload": workload, "target": target, "version": version, "space": space}
+        for name, value in {**scope, **more}.items():
             if value is not None:
                 stmt = stmt.where(records_table.c[name] == value)
         return stmt
 
     def commit_record(self, rec: TuningRecord) -> None:
+        """Store one record durably: once this returns, a crash cannot lose it."""
         row = to_row(rec)
         self._run("commit_record", lambda conn: conn.execute(insert(records_table), row), True)
 
@@ -200,26 +219,17 @@ class SQLDatabase(PredictionStore, Database):
         version: str | None = None,
         space: str | None = None,
     ) -> bool:
-        stmt = self._select(
-            records_table.c.id,
-            workload=workload,
-            target=target,
-            config_key=config_key,
-            version=version,
-            space=space,
-        ).limit(1)
+        """Whether this config was already measured (successfully or not)."""
+        c = records_table.c
+        stmt = self._select(c.id, workload, target, version, space, config_key=config_key).limit(1)
         return self._run("has", lambda conn: conn.execute(stmt).first() is not None)
 
     def measured_keys(
         self, workload: str, target: str, *, version: str | None = None, space: str | None = None
     ) -> set[str]:
-        stmt = self._select(
-            records_table.c.config_key,
-            workload=workload,
-            target=target,
-            version=version,
-            space=space,
-        ).distinct()
+        """config_keys of every measured config (bulk form of ``has``)."""
+        c = records_table.c
+        stmt = self._select(c.config_key, workload, target, version, space).distinct()
         return self._run("measured_keys", lambda conn: set(conn.execute(stmt).scalars()))
 
     def records(
@@ -231,9 +241,9 @@ class SQLDatabase(PredictionStore, Database):
         version: str | None = None,
         space: str | None = None,
     ) -> list[TuningRecord]:
-        stmt = self._select(
-            workload=workload, target=target, run_id=run_id, version=version, space=space
-        ).order_by(records_table.c.id)
+        """Matching records in insertion order (None means "any")."""
+        stmt = self._select(records_table, workload, target, version, space, run_id=run_id)
+        stmt = stmt.order_by(records_table.c.id)
         rows = self._run("records", lambda conn: conn.execute(stmt).all())
         return [rec for row in rows if (rec := self._load(row)) is not None]
 
@@ -246,11 +256,17 @@ class SQLDatabase(PredictionStore, Database):
         version: str | None = None,
         space: str | None = None,
     ) -> list[TuningRecord]:
+        """The k fastest distinct successful configs, each by its median measurement.
+
+        A config measured several times is represented by its median record (the faster of the
+        middle two for an even count), so one lucky moment of a noisy machine does not rank it.
+        Ordered by (seconds, config_key), so ties are broken deterministically.
+        """
         if k <= 0:
             return []
         c = records_table.c
         stmt = (
-            self._select(workload=workload, target=target, version=version, space=space)
+            self._select(records_table, workload, target, version, space)
             .where(c.error.is_(None), c.seconds.is_not(None))
             .order_by(c.id)
         )
@@ -272,12 +288,24 @@ class SQLDatabase(PredictionStore, Database):
             for median, first in ranked[:k]
         ]
 
+    def best(
+        self, workload: str, target: str, *, version: str | None = None, space: str | None = None
+    ) -> TuningRecord | None:
+        """The median record of the fastest config (see `top_k`), or None if nothing succeeded."""
+        top = self.top_k(workload, target, 1, version=version, space=space)
+        return top[0] if top else None
+
     def workloads(self, target: str | None = None) -> list[str]:
+        """Sorted distinct workloads with at least one record (optionally on one target)."""
         c = records_table.c
-        stmt = self._select(c.workload, target=target).distinct().order_by(c.workload)
+        stmt = self._select(c.workload, None, target).distinct().order_by(c.workload)
         return self._run("workloads", lambda conn: list(conn.execute(stmt).scalars()))
 
     def import_records(self, records: Iterable[TuningRecord]) -> int:
+        """Atomically add records, skipping exact duplicates; returns how many were added.
+
+        Lets databases be merged (``dst.import_records(src.records())``) idempotently.
+        """
         rows: dict[str, dict[str, Any]] = {}  # digest -> row, first occurrence wins
         for rec in records:
             row = to_row(rec)
@@ -300,54 +328,33 @@ class SQLDatabase(PredictionStore, Database):
 
         return self._run("import", add_new, write=True)
 
-    def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:
-        if not owner:
-            raise DatabaseError("a claim needs a non-empty owner")
-        if not (isinstance(ttl, (int, float)) and math.isfinite(ttl) and ttl > 0):
-            raise DatabaseError(f"a claim needs a finite ttl > 0 seconds, got {ttl!r}")
-        c = claims_table.c
-        key = (c.workload == workload) & (c.target == target) & (c.config_key == config_key)
+    def export_jsonl(self, dest: PathOrFile) -> int:
+        """Write every record, one JSON object per line in insertion order; returns the count."""
+        return write_jsonl(self.records(), dest)
 
-        def take(conn: Connection) -> bool:
-            now = time.time()  # read on every attempt: a retry must not extend a stale claim
-            renew_or_expired = or_(c.owner == owner, c.expires_at <= now)
-            stmt = update(claims_table).where(key, renew_or_expired)
-            if conn.execute(stmt.values(owner=owner, expires_at=now + ttl)).rowcount:
-                return True
-            if conn.execute(select(c.owner).where(key)).first() is not None:
-                return False
-            conn.execute(
-                insert(claims_table).values(
-                    workload=workload,
-                    target=target,
-                    config_key=config_key,
-                    owner=owner,
-                    expires_at=now + ttl,
-                )
-            )
-            return True
+    def import_jsonl(self, src: PathOrFile) -> int:
+        """Add the records of a JSONL file (exact duplicates skipped); returns how many were added.
 
-        try:
-            return self._run("claim", take, write=True)
-        except DatabaseError as e:
-            if isinstance(e.__cause__, IntegrityError):  # a server: another owner inserted first
-                return False
-            raise
-
-    def release(self, workload: str, target: str, config_key: str, *, owner: str) -> None:
-        c = claims_table.c
-        stmt = delete(claims_table).where(
-            c.workload == workload,
-            c.target == target,
-            c.config_key == config_key,
-            c.owner == owner,
-        )
-        self._run("release", lambda conn: conn.execute(stmt), write=True)
+        The whole file is parsed before anything is written, so a bad line adds nothing.
+        """
+        return self.import_records(read_jsonl(src))
 
     def close(self) -> None:
+        """Release connections; later calls raise DatabaseError."""
         if not self._closed:
             self._closed = True
             self._engine.dispose()
+
+    def __enter__(self: _D) -> _D:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 __all__ = [
@@ -356,7 +363,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "SQLITE_SYNCHRONOUS",
-    "SQLDatabase",
+    "Database",
     "meta_table",
     "printable_location",
     "records_table",

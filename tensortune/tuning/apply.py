@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..build.kernel import Kernel
-from ..database import Database, Prediction, SQLDatabase, default_db_path, open_database
+from ..database import Database, Prediction, default_db_path, open_database
 from ..database.record import TuningRecord
 from ..errors import ConfigError, DatabaseError, RecordWarning, TensorTuneError
 from ..pipeline import compile as compile_with
@@ -146,7 +146,7 @@ def _record(prediction: Prediction, db: str | os.PathLike[str] | Database | None
         if isinstance(db, Database):
             db.record_prediction(prediction)
             return
-        with SQLDatabase(default_db_path() if db is None else db, lock_timeout=0) as out:
+        with Database(default_db_path() if db is None else db, lock_timeout=0) as out:
             out.record_prediction(prediction)
     except DatabaseError as exc:
         warnings.warn(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tensortune.database import SQLDatabase, TuningRecord
+from tensortune.database import Database, TuningRecord
 
 from .postgres import postgres_server, postgres_url
 
@@ -81,8 +81,8 @@ def execute(location: Path | str, *statements: str) -> list[Any]:
 
 
 @pytest.fixture
-def db(db_location: Path | str) -> Iterator[SQLDatabase]:
-    with SQLDatabase(db_location) as database:
+def db(db_location: Path | str) -> Iterator[Database]:
+    with Database(db_location) as database:
         yield database
 
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from tensortune.database import SQLDatabase
+from tensortune.database import Database
 from tensortune.database.schema import SCHEMA_LOCK, SCHEMA_VERSION
 from tensortune.errors import DatabaseError
 
@@ -51,13 +51,13 @@ def _guarded(target: Any, i: int, start: Any, out: Any, *args: Any) -> None:
 
 
 def _claim_all(i: int, start: Any, out: Any, location: str, keys: list[str]) -> None:
-    with SQLDatabase(location) as db:
+    with Database(location) as db:
         start.wait()
         out.put((i, [db.claim(W, T, k, owner=f"tuner{i}", ttl=60) for k in keys]))
 
 
 def test_processes_claiming_the_same_configs_never_both_win(db_location: Path | str) -> None:
-    SQLDatabase(db_location).close()
+    Database(db_location).close()
     keys = [json.dumps({"tile": i}) for i in range(25)]
     results = _spawn(_claim_all, str(db_location), keys)
     for k in range(len(keys)):
@@ -65,7 +65,7 @@ def test_processes_claiming_the_same_configs_never_both_win(db_location: Path | 
         assert len(winners) == 1, f"config {k}: won by {winners}"
 
 
-def test_a_claim_is_exclusive_until_it_expires_or_is_released(db: SQLDatabase) -> None:
+def test_a_claim_is_exclusive_until_it_expires_or_is_released(db: Database) -> None:
     assert db.claim(W, T, KEY, owner="a", ttl=0.2)
     assert not db.claim(W, T, KEY, owner="b", ttl=60)
     assert db.claim(W, T, KEY, owner="a", ttl=0.2), "the holder renews"
@@ -80,7 +80,7 @@ def test_a_claim_is_exclusive_until_it_expires_or_is_released(db: SQLDatabase) -
 
 def _open_and_commit(i: int, start: Any, out: Any, location: str) -> None:
     start.wait()
-    with SQLDatabase(location) as db:
+    with Database(location) as db:
         db.commit_record(record(config={"tuner": i}, run_id=f"run{i}"))
     out.put((i, "ok"))
 
@@ -88,7 +88,7 @@ def _open_and_commit(i: int, start: Any, out: Any, location: str) -> None:
 def test_tuners_starting_together_create_the_database_once(db_location: Path | str) -> None:
     """Four tuners opening one fresh database at once: one creates the tables, none fails."""
     assert _spawn(_open_and_commit, str(db_location)) == ["ok"] * PROCESSES
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         assert sorted(r.run_id for r in db.records()) == [f"run{i}" for i in range(PROCESSES)]
     rows = execute(db_location, "SELECT key, value FROM meta ORDER BY key")
     assert [tuple(r) for r in rows if r[0] == "schema_version"] == [
@@ -98,7 +98,7 @@ def test_tuners_starting_together_create_the_database_once(db_location: Path | s
 
 def _import(i: int, start: Any, out: Any, location: str, lines: list[str]) -> None:
     recs = [json.loads(line) for line in lines]
-    with SQLDatabase(location) as db:
+    with Database(location) as db:
         start.wait()
         from tensortune.database import TuningRecord
 
@@ -108,20 +108,20 @@ def _import(i: int, start: Any, out: Any, location: str, lines: list[str]) -> No
 def test_concurrent_imports_add_each_record_once(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    SQLDatabase(db_location).close()
+    Database(db_location).close()
     lines = [make_record(config={"t": i}, trial=i).to_json() for i in range(40)]
     added = _spawn(_import, str(db_location), lines)
     assert sum(added) == 40
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         assert sorted(r.trial for r in db.records()) == list(range(40))
 
 
 def test_a_newer_schema_is_refused(db_location: Path | str) -> None:
-    SQLDatabase(db_location).close()
+    Database(db_location).close()
     execute(db_location, "UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     for readonly in (False, True):
         with pytest.raises(DatabaseError, match="schema version 999 is not supported") as info:
-            SQLDatabase(db_location, readonly=readonly)
+            Database(db_location, readonly=readonly)
         assert "\n" not in str(info.value)
 
 
@@ -141,11 +141,11 @@ def test_read_only_opening(db_location: Path | str, make_record: MakeRecord) -> 
         db_location.parent.mkdir(parents=True)
         db_location.touch()
     with pytest.raises(DatabaseError, match="holds no tensortune tables"):
-        SQLDatabase(db_location, readonly=True)
+        Database(db_location, readonly=True)
     assert _tables(db_location) == set(), "a read-only open creates nothing"
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.commit_record(make_record())
-    with SQLDatabase(db_location, readonly=True) as ro:
+    with Database(db_location, readonly=True) as ro:
         assert ro.records() == [make_record()]
         assert ro.best(W, T) == make_record()
         with pytest.raises(DatabaseError, match="open read-only"):
@@ -156,14 +156,14 @@ def test_read_only_opening(db_location: Path | str, make_record: MakeRecord) -> 
         "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
     )
     with pytest.raises(DatabaseError, match=f"to upgrade it to version {SCHEMA_VERSION}"):
-        SQLDatabase(db_location, readonly=True)
+        Database(db_location, readonly=True)
     assert execute(db_location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "2"
 
 
 def test_the_server_itself_refuses_writes_when_read_only(postgres_url: str) -> None:
-    SQLDatabase(postgres_url).close()
+    Database(postgres_url).close()
     with (
-        SQLDatabase(postgres_url, readonly=True) as ro,
+        Database(postgres_url, readonly=True) as ro,
         pytest.raises(DBAPIError) as info,
         ro._begin() as conn,  # past the read-only check of every public method
     ):
@@ -174,14 +174,14 @@ def test_the_server_itself_refuses_writes_when_read_only(postgres_url: str) -> N
 def test_a_stuck_writer_is_waited_for_a_bounded_time(postgres_url: str) -> None:
     """A server lock held by another session (a stuck migration) is one clear error after
     the lock timeout, not a hang."""
-    SQLDatabase(postgres_url).close()
+    Database(postgres_url).close()
     engine = create_engine(postgres_url)
     try:
         with engine.begin() as holder:
             holder.exec_driver_sql(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
             start = time.monotonic()
             with pytest.raises(DatabaseError) as info:
-                SQLDatabase(postgres_url, lock_timeout=0.5)
+                Database(postgres_url, lock_timeout=0.5)
             assert time.monotonic() - start < 10
     finally:
         engine.dispose()
@@ -193,7 +193,7 @@ def test_a_stuck_writer_is_waited_for_a_bounded_time(postgres_url: str) -> None:
 def test_an_unreachable_server_is_one_clear_line(postgres_url: str, tmp_path: Path) -> None:
     url = f"postgresql+psycopg://tuner:s3cret@/tuning?host={tmp_path}&port=1"
     with pytest.raises(DatabaseError) as info:
-        SQLDatabase(url)
+        Database(url)
     message = str(info.value)
     assert message.startswith("cannot open tuning database 'postgresql+psycopg://tuner:***@")
     assert "s3cret" not in message and "\n" not in message
@@ -206,7 +206,7 @@ class _Conflict(Exception):
 
 
 def test_transient_failures_are_retried_and_others_are_not(
-    db: SQLDatabase, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+    db: Database, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = db._begin
     failures: list[Exception] = []

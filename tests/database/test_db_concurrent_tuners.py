@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tensortune.database import SQLDatabase
+from tensortune.database import Database
 from tensortune.tuning.loop import CONFIRM
 
 SHARED = "matmul:M=8,N=8,K=8"
@@ -31,10 +31,10 @@ SURFACED = ("locked", "could not serialize", "deadlock", "lock timeout", "Traceb
 _TUNER = """
 import json, sys
 import tensortune as tt
-from tensortune.database import SQLDatabase
+from tensortune.database import Database
 from tensortune.target import Target
 
-class Logged(SQLDatabase):
+class Logged(Database):
     def commit_record(self, rec):
         super().commit_record(rec)
         print("committed", json.dumps([rec.run_id, rec.config_key, rec.strategy]), flush=True)
@@ -105,7 +105,7 @@ def test_four_tuners_at_once_lose_nothing_and_repeat_nothing(
                 proc.kill()
                 proc.wait()
 
-    with SQLDatabase(db_location, readonly=True) as db:
+    with Database(db_location, readonly=True) as db:
         stored = db.records()
     trials = [r for r in stored if r.strategy != CONFIRM]
     by_workload: dict[str, Counter[str]] = {}

@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tensortune.database import SQLDatabase
+from tensortune.database import Database
 
 # Commits records forever, printing each trial number only after commit_record returned.
 _WRITER = """
 import sys
-from tensortune.database import SQLDatabase, TuningRecord
-db = SQLDatabase(sys.argv[1])
+from tensortune.database import Database, TuningRecord
+db = Database(sys.argv[1])
 run, count = sys.argv[2], int(sys.argv[3])
 for trial in range(count):
     db.commit_record(TuningRecord(
@@ -63,7 +63,7 @@ def test_sigkill_loses_no_committed_record(db_location: Path | str) -> None:
     assert proc.returncode == -signal.SIGKILL
     if isinstance(db_location, Path):
         assert _integrity(db_location) == "ok"
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         stored = [r.trial for r in db.records(run_id="killed")]
     assert len(stored) >= len(reported) >= kill_after
     assert set(reported) <= set(stored)
@@ -76,7 +76,7 @@ def test_concurrent_writer_processes(db_location: Path | str) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         for i in range(3):
             assert [r.trial for r in db.records(run_id=f"run{i}")] == list(range(count))
         assert len(db.measured_keys("conv2d(1,64,56,56)", "cpu")) == 3 * count

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tensortune.database import Prediction, SQLDatabase
+from tensortune.database import Database, Prediction
 from tensortune.database.schema import SCHEMA_VERSION
 from tensortune.errors import DatabaseError, RecordWarning
 
@@ -31,7 +31,7 @@ def prediction(**overrides: object) -> Prediction:
     return Prediction(**(fields | overrides))
 
 
-def test_a_prediction_is_never_a_measurement(db: SQLDatabase, make_record: MakeRecord) -> None:
+def test_a_prediction_is_never_a_measurement(db: Database, make_record: MakeRecord) -> None:
     p = prediction()
     db.record_prediction(p)
     assert db.prediction(p.workload, p.target) == p
@@ -48,7 +48,7 @@ def test_a_prediction_is_never_a_measurement(db: SQLDatabase, make_record: MakeR
 
 
 def test_a_new_choice_replaces_the_old_one(db_location: Path | str) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.record_prediction(prediction(config={"tile_i": 4}))
         db.record_prediction(prediction(config={"tile_i": 2}))
         db.record_prediction(prediction(space="mine", config={"x": 1}))
@@ -58,10 +58,10 @@ def test_a_new_choice_replaces_the_old_one(db_location: Path | str) -> None:
 
 
 def test_a_damaged_prediction_row_is_skipped_with_a_warning(db_location: Path | str) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.record_prediction(prediction())
     execute(db_location, "UPDATE predictions SET candidates = 0")
-    with SQLDatabase(db_location) as db, pytest.warns(RecordWarning, match="candidates"):
+    with Database(db_location) as db, pytest.warns(RecordWarning, match="candidates"):
         assert db.prediction("matmul(64,64,64,float32)", "cpu-x86_64-avx2") is None
 
 
@@ -78,7 +78,7 @@ def test_version_3_file_is_migrated_keeping_every_record(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
     kept = [make_record(config={"c": i}, trial=i) for i in range(3)]
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         for rec in kept:
             db.commit_record(rec)
     execute(  # what a version-3 database looked like: no predictions table
@@ -87,13 +87,13 @@ def test_version_3_file_is_migrated_keeping_every_record(
         "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
     )
     with pytest.raises(DatabaseError, match=f"to upgrade it to version {SCHEMA_VERSION}"):
-        SQLDatabase(db_location, readonly=True)
-    with SQLDatabase(db_location) as db:
+        Database(db_location, readonly=True)
+    with Database(db_location) as db:
         assert db.records() == kept
         db.record_prediction(prediction())
     version = execute(db_location, "SELECT value FROM meta WHERE key = 'schema_version'")
     assert [tuple(row) for row in version] == [(str(SCHEMA_VERSION),)]
-    with SQLDatabase(db_location, readonly=True) as ro, warnings.catch_warnings():
+    with Database(db_location, readonly=True) as ro, warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ro.records() == kept
         assert ro.prediction(kept[0].workload, kept[0].target) == prediction()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tensortune.database import SQLDatabase
+from tensortune.database import Database
 from tensortune.database.sql import SCHEMA_VERSION
 
 from .conftest import MakeRecord, execute
@@ -14,7 +14,7 @@ from .conftest import MakeRecord, execute
 def test_ratio_ranks_where_absolute_times_drifted(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         # "a" was timed while the host ran fast: a smaller time, but slower than its reference
         db.commit_record(
             make_record(config={"c": "a"}, seconds=1.0e-3, reference_seconds=0.9e-3, ratio=1.11)
@@ -30,7 +30,7 @@ def test_ratio_ranks_where_absolute_times_drifted(
 def test_a_config_ranks_by_its_median_ratio(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         for ratio in (0.7, 1.05, 1.1):  # one lucky draw, then two re-measurements
             db.commit_record(
                 make_record(config={"c": "lucky"}, reference_seconds=1e-3, ratio=ratio)
@@ -47,7 +47,7 @@ def test_a_record_whose_reference_stalled_ranks_by_its_own_time(
     """A 0.6 ms config beside a default stalled to 23 ms measured a ratio of 0.03 and won its
     tune; a reference 3x the usual one is a stalled host, so its record ranks by its seconds.
     A record with a ratio but no reference time (another database's) ranks the same way."""
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         for config in ("default", "a", "b"):
             db.commit_record(
                 make_record(config={"c": config}, seconds=0.5e-3, reference_seconds=0.5e-3, ratio=1)
@@ -70,7 +70,7 @@ def test_a_record_whose_reference_stalled_ranks_by_its_own_time(
 def test_records_timed_alone_rank_on_the_reference_scale(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.commit_record(
             make_record(config={"c": "paired"}, seconds=1e-3, reference_seconds=2e-3, ratio=0.5)
         )
@@ -82,7 +82,7 @@ def test_records_timed_alone_rank_on_the_reference_scale(
 def test_version_1_file_is_migrated_in_place(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.commit_record(make_record())
     execute(  # what a version-1 database looked like
         db_location,
@@ -92,7 +92,7 @@ def test_version_1_file_is_migrated_in_place(
         "DROP TABLE claims",
         "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
     )
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         (old,) = db.records()
         db.commit_record(make_record(config={"c": 2}, reference_seconds=1e-3, ratio=0.9))
         assert old.ratio is None and old.seconds == make_record().seconds
@@ -105,14 +105,14 @@ def test_version_1_file_is_migrated_in_place(
 def test_version_2_records_are_of_the_built_in_space(
     db_location: Path | str, make_record: MakeRecord
 ) -> None:
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.commit_record(make_record())
     execute(  # what a version-2 database looked like: no space column
         db_location,
         "ALTER TABLE records DROP COLUMN space",
         "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
     )
-    with SQLDatabase(db_location) as db:
+    with Database(db_location) as db:
         db.commit_record(make_record(config={"c": 2}, space="mine", seconds=1e-4))
         (old,) = db.records(space="")
         assert old.space == "" and old == make_record()

@@ -1,4 +1,4 @@
-"""SQLDatabase behaviour: storage round trip, dedupe, ranking, JSONL and bad files."""
+"""Database behaviour: storage round trip, dedupe, ranking, JSONL and bad files."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from tensortune.database import (
     DB_ENV_VAR,
     Database,
-    SQLDatabase,
     default_db_path,
     open_database,
     printable_location,
@@ -27,7 +26,7 @@ W, T = "matmul(64,64,64,float32)", "cpu-x86_64-avx2"
 
 
 def test_round_trip_survives_reopen(
-    db: SQLDatabase, db_location: Path | str, make_record: MakeRecord
+    db: Database, db_location: Path | str, make_record: MakeRecord
 ) -> None:
     recs = [make_record(config={"tile": i}, trial=i, seconds=1e-3 * (i + 1)) for i in range(3)] + [
         make_record(config={"tile": 9}, seconds=None, error="crash", error_msg="SIGSEGV")
@@ -35,11 +34,11 @@ def test_round_trip_survives_reopen(
     for rec in recs:
         db.commit_record(rec)
     db.close()
-    with SQLDatabase(db_location) as again:
+    with Database(db_location) as again:
         assert again.records() == recs
 
 
-def test_has_and_measured_keys(db: SQLDatabase, make_record: MakeRecord) -> None:
+def test_has_and_measured_keys(db: Database, make_record: MakeRecord) -> None:
     ok = make_record(config={"tile": 4})
     failed = make_record(config={"tile": 8}, seconds=None, error="compile")
     db.commit_record(ok)
@@ -54,7 +53,7 @@ def test_has_and_measured_keys(db: SQLDatabase, make_record: MakeRecord) -> None
     assert not db.has(W, T, ok.config_key, version="9.9")
 
 
-def test_top_k_orders_by_time_then_config_key(db: SQLDatabase, make_record: MakeRecord):
+def test_top_k_orders_by_time_then_config_key(db: Database, make_record: MakeRecord):
     timings = {"a": 3.0, "b": 1.0, "c": 2.0, "d": 1.0, "e": 5.0}
     for name, seconds in timings.items():
         db.commit_record(make_record(config={"k": name}, seconds=seconds))
@@ -73,7 +72,7 @@ def test_top_k_orders_by_time_then_config_key(db: SQLDatabase, make_record: Make
     assert best is not None and best.config == {"k": "a"}
 
 
-def test_a_config_ranks_by_its_median_measurement(db: SQLDatabase, make_record: MakeRecord):
+def test_a_config_ranks_by_its_median_measurement(db: Database, make_record: MakeRecord):
     """One lucky measurement does not crown a config that its re-measurements say is slower."""
     for seconds in (0.5, 2.0, 2.2):
         db.commit_record(make_record(config={"k": "lucky"}, seconds=seconds))
@@ -83,7 +82,7 @@ def test_a_config_ranks_by_its_median_measurement(db: SQLDatabase, make_record: 
     assert [(r.config["k"], r.seconds) for r in top] == [("steady", 1.0), ("lucky", 2.0)]
 
 
-def test_queries_never_cross_targets(db: SQLDatabase, make_record: MakeRecord) -> None:
+def test_queries_never_cross_targets(db: Database, make_record: MakeRecord) -> None:
     db.commit_record(make_record(target="fast-box", seconds=1e-6))
     db.commit_record(make_record(target=T, seconds=1e-3, version="0.0.9"))
     best = db.best(W, T)
@@ -94,7 +93,7 @@ def test_queries_never_cross_targets(db: SQLDatabase, make_record: MakeRecord) -
     assert db.workloads(target="nowhere") == []
 
 
-def test_records_filters_keep_insertion_order(db: SQLDatabase, make_record: MakeRecord):
+def test_records_filters_keep_insertion_order(db: Database, make_record: MakeRecord):
     recs = [
         make_record(workload=w, run_id=run, trial=i, created_at=1e9 - i)
         for i, (w, run) in enumerate([("w2", "r1"), ("w1", "r2"), ("w2", "r2"), ("w1", "r1")])
@@ -108,7 +107,7 @@ def test_records_filters_keep_insertion_order(db: SQLDatabase, make_record: Make
     assert db.workloads() == ["w1", "w2"]
 
 
-def test_jsonl_round_trip_and_duplicates(db: SQLDatabase, tmp_path: Path, make_record: MakeRecord):
+def test_jsonl_round_trip_and_duplicates(db: Database, tmp_path: Path, make_record: MakeRecord):
     recs = [make_record(config={"t": i}, trial=i) for i in range(5)]
     recs.append(make_record(config={"t": 5}, seconds=None, error="timeout", error_msg="10 s"))
     for rec in recs:
@@ -117,7 +116,7 @@ def test_jsonl_round_trip_and_duplicates(db: SQLDatabase, tmp_path: Path, make_r
     assert db.export_jsonl(path) == 6
     assert len(path.read_text().splitlines()) == 6
 
-    with SQLDatabase(tmp_path / "other.db") as other:
+    with Database(tmp_path / "other.db") as other:
         assert other.import_jsonl(path) == 6
         assert other.records() == recs
         assert other.import_jsonl(path) == 0  # everything already present
@@ -128,7 +127,7 @@ def test_jsonl_round_trip_and_duplicates(db: SQLDatabase, tmp_path: Path, make_r
     assert db.import_records(db.records()) == 0
 
 
-def test_import_bad_line_adds_nothing(db: SQLDatabase, tmp_path: Path, make_record: MakeRecord):
+def test_import_bad_line_adds_nothing(db: Database, tmp_path: Path, make_record: MakeRecord):
     path = tmp_path / "bad.jsonl"
     path.write_text(make_record().to_json() + "\n{oops\n")
     with pytest.raises(DatabaseError, match=r"bad\.jsonl:2: "):
@@ -147,7 +146,7 @@ def test_not_a_database_is_one_clear_line(tmp_path: Path, content: bytes) -> Non
     path = tmp_path / "junk.db"
     path.write_bytes(content)
     with pytest.raises(DatabaseError) as info:
-        SQLDatabase(path)
+        Database(path)
     msg = str(info.value)
     assert "\n" not in msg
     assert msg == (
@@ -166,10 +165,10 @@ def _sqlite(path: Path, *statements: str) -> None:
 
 
 def test_incompatible_schema_is_refused(db_path: Path) -> None:
-    SQLDatabase(db_path).close()
+    Database(db_path).close()
     _sqlite(db_path, "UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     with pytest.raises(DatabaseError, match=r"schema version 999 is not supported") as info:
-        SQLDatabase(db_path)
+        Database(db_path)
     assert str(db_path) in str(info.value) and "\n" not in str(info.value)
 
 
@@ -177,18 +176,18 @@ def test_foreign_records_table_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "foreign.db"
     _sqlite(path, "CREATE TABLE records (x INTEGER)")
     with pytest.raises(DatabaseError, match="not a tensortune database"):
-        SQLDatabase(path)
+        Database(path)
 
 
 def test_unopenable_location(tmp_path: Path) -> None:
     (tmp_path / "adir.db").mkdir()
     with pytest.raises(DatabaseError, match=r"cannot open tuning database '.*adir\.db'"):
-        SQLDatabase(tmp_path / "adir.db")
+        Database(tmp_path / "adir.db")
     with pytest.raises(DatabaseError, match="nosuchdialect"):
-        SQLDatabase("nosuchdialect://host/db")
+        Database("nosuchdialect://host/db")
 
 
-def test_closed_database_raises(db: SQLDatabase) -> None:
+def test_closed_database_raises(db: Database) -> None:
     db.close()
     db.close()  # idempotent
     with pytest.raises(DatabaseError, match="is closed"):
@@ -196,7 +195,7 @@ def test_closed_database_raises(db: SQLDatabase) -> None:
 
 
 def test_sqlite_file_settings(db_path: Path, make_record: MakeRecord) -> None:
-    with SQLDatabase(db_path) as db:
+    with Database(db_path) as db:
         db.commit_record(make_record())
     con = sqlite3.connect(db_path)
     try:
@@ -211,7 +210,7 @@ def test_sqlite_file_settings(db_path: Path, make_record: MakeRecord) -> None:
 
 
 def test_in_memory_url_shares_one_database(make_record: MakeRecord) -> None:
-    with SQLDatabase("sqlite://") as mem:
+    with Database("sqlite://") as mem:
         thread = threading.Thread(target=mem.commit_record, args=(make_record(),))
         thread.start()
         thread.join()

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensortune import cli
-from tensortune.database import SQLDatabase, TuningRecord
+from tensortune.database import Database, TuningRecord
 from tensortune.database.record import MAX_ERROR_MSG_CHARS, MAX_RECORD_CHARS
 from tensortune.database.sql import LOCK_TIMEOUT_ENV
 from tensortune.errors import DatabaseError, RecordWarning
@@ -68,7 +68,7 @@ def _cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None):
 def tuned_db(tmp_path: Path) -> Path:
     """A database holding one successful record of SPEC on this machine's target."""
     path = tmp_path / "tuning.db"
-    with SQLDatabase(path) as db:
+    with Database(path) as db:
         db.commit_record(_record())
     return path
 
@@ -77,14 +77,14 @@ def tuned_db(tmp_path: Path) -> Path:
 
 
 def _claim_all(path: str, owner: str, keys: list[str], start: Any, out: Any) -> None:
-    with SQLDatabase(path) as db:
+    with Database(path) as db:
         start.wait()
         out.put((owner, [db.claim(WORKLOAD, TARGET, k, owner=owner, ttl=60) for k in keys]))
 
 
 def test_two_processes_claiming_the_same_configs_never_both_win(tmp_path: Path) -> None:
     path = str(tmp_path / "tuning.db")
-    SQLDatabase(path).close()
+    Database(path).close()
     keys = [json.dumps({"tile": i}) for i in range(30)]
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(2), ctx.Queue()
@@ -100,7 +100,7 @@ def test_two_processes_claiming_the_same_configs_never_both_win(tmp_path: Path) 
 
 
 def test_a_claim_is_exclusive_until_it_expires_or_is_released(tmp_path: Path) -> None:
-    with SQLDatabase(tmp_path / "tuning.db") as db:
+    with Database(tmp_path / "tuning.db") as db:
         assert db.claim(WORKLOAD, TARGET, KEY, owner="a", ttl=0.2)
         assert not db.claim(WORKLOAD, TARGET, KEY, owner="b", ttl=60)
         assert db.claim(WORKLOAD, TARGET, KEY, owner="a", ttl=0.2), "the holder renews"
@@ -117,10 +117,10 @@ def test_a_claim_is_exclusive_until_it_expires_or_is_released(tmp_path: Path) ->
 
 def test_an_old_database_gains_the_claims_table(tmp_path: Path) -> None:
     path = tmp_path / "tuning.db"
-    SQLDatabase(path).close()
+    Database(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE claims")
-    with SQLDatabase(path) as db:
+    with Database(path) as db:
         assert db.claim(WORKLOAD, TARGET, KEY, owner="a", ttl=60)
 
 
@@ -194,7 +194,7 @@ def write_locked(tuned_db: Path):
 
 
 def test_queries_do_not_wait_for_a_writer(tuned_db: Path, write_locked: Any) -> None:
-    with SQLDatabase(tuned_db, readonly=True) as db:
+    with Database(tuned_db, readonly=True) as db:
         assert db.best(WORKLOAD, TARGET) == _record()
     for args in (["history"], ["best", SPEC]):
         start = time.monotonic()
@@ -209,7 +209,7 @@ def test_a_writer_waits_a_bounded_time_and_names_the_lock_holder(
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "0.5")
     start = time.monotonic()
     with pytest.raises(DatabaseError) as info:
-        SQLDatabase(tuned_db)
+        Database(tuned_db)
     assert time.monotonic() - start < 5
     message = str(info.value)
     assert "database is locked by another writer (another tensortune tune?)" in message
@@ -220,16 +220,16 @@ def test_a_writer_waits_a_bounded_time_and_names_the_lock_holder(
 def test_open_errors_name_the_cause(tmp_path: Path) -> None:
     missing_dir = tmp_path / "no" / "such" / "tuning.db"
     with pytest.raises(DatabaseError, match=f"directory '{missing_dir.parent}' does not exist"):
-        SQLDatabase(missing_dir, readonly=True)
+        Database(missing_dir, readonly=True)
     assert not (tmp_path / "no").exists(), "a read-only open creates nothing"
     missing = tmp_path / "tuning.db"
     with pytest.raises(DatabaseError, match=f"'{missing}' does not exist"):
-        SQLDatabase(missing, readonly=True)
+        Database(missing, readonly=True)
     assert not missing.exists()
     missing.write_text("not a database\n" * 100)
     for readonly in (True, False):
         with pytest.raises(DatabaseError) as info:
-            SQLDatabase(missing, readonly=readonly)
+            Database(missing, readonly=readonly)
         assert "not a SQLite database or is corrupt; move it away" in str(info.value)
         assert "delete" not in str(info.value)
 
@@ -254,7 +254,7 @@ def test_markup_in_records_is_printed_as_text(
 ) -> None:
     hostile = _record(strategy="[/oops]", run_id="[bold red]x", config={"tile": "[/]"})
     db_path = tmp_path / "tuning.db"
-    with SQLDatabase(db_path) as db:
+    with Database(db_path) as db:
         assert db.import_jsonl(_jsonl(tmp_path, hostile.to_json())) == 1
     db = ["--db", str(db_path)]
     code, out, err = _run_cli(capsys, "history", *db)
@@ -263,7 +263,7 @@ def test_markup_in_records_is_printed_as_text(
     code, out, err = _run_cli(capsys, "best", SPEC, *db)  # a config of no knob is not the best
     assert code == 1 and "[bold red]x" in err and "tile" in err
     valid = _record(strategy="[/oops]", run_id="[bold red]x")
-    with SQLDatabase(db_path) as database:
+    with Database(db_path) as database:
         database.commit_record(valid)
     code, out, err = _run_cli(capsys, "best", SPEC, *db)
     assert code == 0, err
@@ -275,7 +275,7 @@ def test_math_text_in_a_strategy_does_not_break_the_report(
 ) -> None:
     pytest.importorskip("matplotlib")
     db_path = tmp_path / "tuning.db"
-    with SQLDatabase(db_path) as db:
+    with Database(db_path) as db:
         db.commit_record(_record(strategy="$\\oops{$"))
     code, _, err = _run_cli(capsys, "report", "--db", str(db_path), "-o", str(tmp_path / "r.html"))
     assert code == 0, err
@@ -308,7 +308,7 @@ def test_a_malformed_record_is_refused_on_import(
     tmp_path: Path, field: str, value: Any, problem: str
 ) -> None:
     line = json.dumps({**_record().to_dict(), field: value})
-    with SQLDatabase(tmp_path / "tuning.db") as db:
+    with Database(tmp_path / "tuning.db") as db:
         with pytest.raises(DatabaseError, match=f"records.jsonl:2: .*{problem}"):
             db.import_jsonl(_jsonl(tmp_path, _record(trial=0).to_json(), line))
         assert db.records() == [], "a bad line adds nothing"
@@ -318,7 +318,7 @@ def test_a_deeply_nested_json_line_is_a_clear_error(tmp_path: Path) -> None:
     depth = 100_000
     line = '{"workload":"w","target":"t","config":' + "[" * depth + "]" * depth + "}"
     with (
-        SQLDatabase(tmp_path / "tuning.db") as db,
+        Database(tmp_path / "tuning.db") as db,
         pytest.raises(DatabaseError, match=r"records\.jsonl:1: tuning record nests too deeply"),
     ):
         db.import_jsonl(_jsonl(tmp_path, line))
@@ -339,11 +339,11 @@ def test_a_malformed_stored_record_is_skipped_with_one_warning(
     tuned_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], column: str, value: str
 ) -> None:
     """A row another program wrote (a shared server, an older or newer tensortune)."""
-    with SQLDatabase(tuned_db) as db:
+    with Database(tuned_db) as db:
         db.commit_record(_record(seconds=2e-3, trial=2))
     with sqlite3.connect(tuned_db) as conn:
         conn.execute(f"UPDATE records SET {column} = ? WHERE id = 1", (value,))
-    with SQLDatabase(tuned_db, readonly=True) as db:
+    with Database(tuned_db, readonly=True) as db:
         with pytest.warns(RecordWarning, match="skipping record 1: ") as caught:
             assert [r.trial for r in db.records()] == [2]
         assert len(caught) == 1
@@ -393,7 +393,7 @@ _lines = st.one_of(
 def test_fuzzed_json_lines_give_clear_errors_only(lines: list[str]) -> None:
     """Whatever a JSON Lines file holds, import either adds valid records or raises a
     DatabaseError, and what it adds reads back unchanged without warnings."""
-    with SQLDatabase("sqlite://") as db:
+    with Database("sqlite://") as db:
         try:
             added = db.import_jsonl(io.StringIO("\n".join(lines) + "\n"))
         except DatabaseError:
@@ -410,7 +410,7 @@ def test_fuzzed_json_lines_give_clear_errors_only(lines: list[str]) -> None:
 def test_an_oversized_json_line_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
     line = json.dumps({**_record().to_dict(), "error_msg": "x" * MAX_RECORD_CHARS})
     with (
-        SQLDatabase(tmp_path / "tuning.db") as db,
+        Database(tmp_path / "tuning.db") as db,
         pytest.raises(DatabaseError, match=r"records\.jsonl:1: .* is longer than"),
     ):
         db.import_jsonl(_jsonl(tmp_path, line))
@@ -422,7 +422,7 @@ def test_free_text_is_normalised_so_it_can_always_be_stored(tmp_path: Path) -> N
     line = json.dumps(
         {**_record(seconds=None, error="compile").to_dict(), "error_msg": "\ud800" + "x" * 10**6}
     )
-    with SQLDatabase(tmp_path / "tuning.db") as db:
+    with Database(tmp_path / "tuning.db") as db:
         assert db.import_jsonl(_jsonl(tmp_path, line)) == 1
         (rec,) = db.records()
     assert rec.error_msg is not None and rec.error_msg.startswith("?x")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tensortune.database import SQLDatabase, TuningRecord
+from tensortune.database import Database, TuningRecord
 from tensortune.errors import MissingDependency
 
 SPEC = "matmul:M=8,N=16,K=8"
@@ -75,7 +75,7 @@ def test_tune_without_the_tune_extra(
 
 def test_report_without_matplotlib(tmp_path: Path) -> None:
     db = tmp_path / "tuning.db"
-    with SQLDatabase(db) as database:
+    with Database(db) as database:
         database.commit_record(TuningRecord(workload=SPEC, target="t", config={}, seconds=1.0))
     out = tmp_path / "report.html"
     proc = _cli_without("matplotlib", tmp_path, "report", "--db", str(db), "-o", str(out))

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune.codegen import generate_c
-from tensortune.database import SQLDatabase, TuningRecord
+from tensortune.database import Database, TuningRecord
 from tensortune.errors import DatabaseError, ScheduleError
 from tensortune.lower import lower
 from tensortune.schedule import Schedule
@@ -75,7 +75,7 @@ def import_db(tmp_path: Path, lines: list[str]) -> Path:
     """A fresh SQLite database holding the records of a JSON Lines file."""
     jsonl, db = tmp_path / "shared.jsonl", tmp_path / "tuning.db"
     jsonl.write_text("".join(f"{x}\n" for x in lines))
-    with SQLDatabase(db) as database:
+    with Database(db) as database:
         assert database.import_jsonl(jsonl) == len(lines)
     return db
 
@@ -275,7 +275,7 @@ def test_tune_ignores_a_stale_record(stale_db, target, ds):
     result = tt.tune(SPEC, trials=3, strategy="random", db=db, target=target, seed=1)
     assert ds.space.is_valid(result.best_config)
     assert result.best_seconds != BOGUS_SECONDS, "a stale record is not reported as the winner"
-    with SQLDatabase(db) as database:
+    with Database(db) as database:
         records = database.records()
     stale_config = STALE[kind](ds)[0]
     remeasured = [r for r in records if r.config == stale_config and r.run_id != "stale"]
@@ -336,7 +336,7 @@ def configs(draw, ds: DesignSpace) -> dict:
 def test_fuzzed_records_give_only_warnings(data, ds, target):
     """Whatever config and trace a record holds, compile succeeds (falling back as needed),
     warning only with tensortune's own messages."""
-    with SQLDatabase("sqlite://") as database:
+    with Database("sqlite://") as database:
         for run in range(data.draw(st.integers(1, 3))):
             config, trace = data.draw(configs(ds)), data.draw(TRACE)
             try:
