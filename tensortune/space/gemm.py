@@ -70,8 +70,11 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
             "k_unroll_streams_only", lambda c: c["variant"] == "stream" or c["k_unroll"] == 1
         ),
         Constraint(
-            "k_block_divides_k_in_tiles",
-            lambda c: c["k_block"] == 0 or (c["variant"] == "tile" and k % c["k_block"] == 0),
+            "k_block_splits_k_in_tiles",  # into two blocks or more: a block of all of k is 0
+            lambda c: (
+                c["k_block"] == 0
+                or (c["variant"] == "tile" and k % c["k_block"] == 0 and c["k_block"] < k)
+            ),
         ),
     ]
 
