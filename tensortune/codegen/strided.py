@@ -1,6 +1,11 @@
 """C helpers that load every ``stride``-th element (2-4) into a vector without a gather: a few
 contiguous loads and a chain of two-source shuffles, plus a masked form for a row's ragged end that
-never reads past its last active lane's element. Emitted by `preamble.vector_helpers`."""
+never reads past its last active lane's element. Emitted by `preamble.vector_helpers`.
+
+Eight 32-bit lanes at stride 2 (AVX2) deinterleave in two fixed shuffles, one within 128-bit
+halves and one of 64-bit pairs (``vshufps`` + ``vpermpd``): gcc spells the one eight-lane shuffle
+as two ``vpermd`` and a blend, whose two index vectors hold 2 of the 16 ymm registers (a 5x5
+stride-2 depthwise tile then spilled its accumulators)."""
 
 from __future__ import annotations
 
@@ -29,8 +34,33 @@ def _picks(stride: int, lanes: int, i: int) -> str:
     return ", ".join(map(str, cells))
 
 
-def _gather_shuffles(m: str, lanes: int, stride: int, clang: bool) -> str:
+def _octets(t: str) -> bool:
+    """Is ``t`` a vector of eight 32-bit lanes (``f32x8``, ``i32x8``: AVX2's 256 bits)?"""
+    return t.endswith("32x8")
+
+
+def _deinterleave2(t: str, m: str, clang: bool) -> str:
+    """``r`` from ``v0`` (elements 0-7) and ``v1`` (7-14) of eight 32-bit lanes: the even
+    elements of each 128-bit half side by side (one ``vshufps``: ``v0``'s 0, 2 | 4, 6 and
+    ``v1``'s 1, 3 | 5, 7, i.e. elements 8, 10 | 12, 14), then the middle 64-bit pairs swapped
+    (one ``vpermpd``); neither needs an index register."""
+    pair = "typedef double tt_d4 __attribute__((vector_size(32)));\n"
+    if clang:
+        return (
+            f"  {pair}  r = __builtin_shufflevector(v0, v1, 0, 2, 9, 11, 4, 6, 13, 15);\n"
+            f"  r = ({t})__builtin_shufflevector((tt_d4)r, (tt_d4)r, 0, 2, 1, 3);\n"
+        )
+    return (
+        f"  {pair}  typedef long long tt_l4 __attribute__((vector_size(32)));\n"
+        f"  r = __builtin_shuffle(v0, v1, ({m}){{0, 2, 9, 11, 4, 6, 13, 15}});\n"
+        f"  r = ({t})__builtin_shuffle((tt_d4)r, (tt_l4){{0, 2, 1, 3}});\n"
+    )
+
+
+def _gather_shuffles(t: str, m: str, lanes: int, stride: int, clang: bool) -> str:
     """``r`` from loads ``v0, v1, ...`` by a chain of two-source shuffles (`_picks`)."""
+    if stride == 2 and _octets(t):
+        return _deinterleave2(t, m, clang)
     lines = []
     for i in range(1, len(_strided_plan(stride, lanes)[0])):
         a, picks = "v0" if i == 1 else "r", _picks(stride, lanes, i)
@@ -46,26 +76,15 @@ def _gather_shuffles(m: str, lanes: int, stride: int, clang: bool) -> str:
 def load_strided(t: str, m: str, s: str, lanes: int, stride: int) -> str:
     """Lanes ``p[0], p[k], ..., p[k*(lanes-1)]`` (a stride-``k`` read, as in a strided window)
     from ``ceil(span / lanes)`` contiguous loads and two-source shuffles (``vpermt2ps`` on
-    AVX-512): stride 2 two loads and one shuffle, stride 4 four loads and three."""
+    AVX-512; `_deinterleave2` on AVX2): stride 2 two loads, stride 4 four loads and three
+    shuffles."""
     starts, _ = _strided_plan(stride, lanes)
-    if stride == 2:
-        picks = _picks(2, lanes, 1)
-        return (
-            f"static inline {t} tt_load2_{t}(const {s}* p) {{\n"
-            f"  {t} lo = tt_load_{t}(p), hi = tt_load_{t}(p + {starts[1]});\n"
-            "#if defined(__clang__)\n"
-            f"  return __builtin_shufflevector(lo, hi, {picks});\n"
-            "#else\n"
-            f"  return __builtin_shuffle(lo, hi, ({m}){{{picks}}});\n"
-            "#endif\n"
-            "}"
-        )
     loads = ", ".join(f"v{i} = tt_load_{t}(p + {o})" for i, o in enumerate(starts))
     return (
         f"static inline {t} tt_load{stride}_{t}(const {s}* p) {{\n"
         f"  {t} {loads}, r;\n"
-        f"#if defined(__clang__)\n{_gather_shuffles(m, lanes, stride, True)}"
-        f"#else\n{_gather_shuffles(m, lanes, stride, False)}#endif\n"
+        f"#if defined(__clang__)\n{_gather_shuffles(t, m, lanes, stride, True)}"
+        f"#else\n{_gather_shuffles(t, m, lanes, stride, False)}#endif\n"
         "  return r;\n"
         "}"
     )
@@ -91,7 +110,8 @@ def maskload_strided(t: str, m: str, s: str, lanes: int, stride: int) -> str:
                     else f"__builtin_shuffle(m, ({m}){{{picks}}})"
                 )
             lines.append(f"  {t} v{i} = tt_maskload_{t}(p + {o}, {masks[0]} & {masks[1]});\n")
-        body[clang] = "".join(lines) + f"  {t} r;\n" + _gather_shuffles(m, lanes, stride, clang)
+        shuffles = _gather_shuffles(t, m, lanes, stride, clang)
+        body[clang] = "".join(lines) + f"  {t} r;\n" + shuffles
     return (
         f"static inline {t} tt_maskload{stride}_{t}(const {s}* p, {m} m) {{\n"
         f"#if defined(__clang__)\n{body[True]}#else\n{body[False]}#endif\n"

@@ -148,7 +148,9 @@ print("ok")
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize(("stride", "lanes", "n"), [(3, 8, 16), (4, 16, 37), (2, 16, 21)])
+@pytest.mark.parametrize(
+    ("stride", "lanes", "n"), [(3, 8, 16), (4, 16, 37), (2, 16, 21), (2, 8, 13), (2, 8, 16)]
+)
 def test_strided_loads_never_read_past_an_input_ending_at_an_unmapped_page(isa, stride, lanes, n):
     """The last full vector's last load ends at its last lane's element, and a masked tail's
     loads at its last active lane's: with the input's last element right before a PROT_NONE
@@ -174,3 +176,22 @@ def test_a_strided_tail_is_one_masked_strided_load():
         assert re.search(r"tt_maskload2_f32x8\(&X(_pad)?\[", src), spec
         assert "fell back to scalar" not in src and "lane by lane" not in src, spec
         assert "kept in memory" not in src, spec
+
+
+def test_avx2_stride_2_reads_deinterleave_in_two_fixed_shuffles():
+    """AVX2's stride-2 read of eight lanes (both gcc spellings, full and masked): one shuffle
+    that keeps every lane in its 128-bit half (a ``vshufps``), then one of 64-bit pairs (a
+    ``vpermpd``), neither needing an index vector in a register; applied to the two loads
+    (elements 0-7 and 7-14) they give elements 0, 2, ..., 14."""
+    src = default_source("depthwise_conv2d:C=144,H=56,W=56,R=5,S=5,pad=2,stride=2", "avx2")
+    for helper in ("tt_load2_f32x8(const float* p)", "tt_maskload2_f32x8(const float* p, "):
+        gcc = src.split(helper)[1].split("#else\n")[1].split("#endif")[0]
+        halves, pairs = (
+            [int(x) for x in found.split(", ")]
+            for found in re.findall(r"\n  r = .*__builtin_shuffle\(.*\{([\d, ]+)\}\);", gcc)
+        )
+        assert "(tt_d4)r" in gcc and len(pairs) == 4, gcc  # a permutation of 64-bit pairs
+        assert all(j % 8 // 4 == i // 4 for i, j in enumerate(halves)), halves
+        v0, v1 = list(range(8)), list(range(7, 15))
+        within = [(v0 + v1)[j] for j in halves]
+        assert [x for q in pairs for x in within[2 * q : 2 * q + 2]] == list(range(0, 15, 2))
