@@ -51,7 +51,7 @@ from .template import (
 )
 
 ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 28)
-C_BLOCKS = (0, 128, 256)
+C_BLOCKS = (0, 32, 128, 256)
 
 
 def conv_space(wl: Workload, target: Target) -> DesignSpace:
@@ -74,8 +74,16 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     depthwise = layout == "NCHW" and grouped and ext[main.reduce_axes[0].name] == 1
     # channel tiles of a conv of many input channels can run them a block at a time outside the
     # tiles, so the input block stays in L2 for every channel tile (Zen 3, tuned tiles: 1.13x at
-    # 1024 -> 256 1x1 on 14x14; 1.2x the default 3x3 at 512 -> 512 on 7x7; 0.5-0.8x at 128-480)
-    blockable = by_channel and not grouped and ext[main.reduce_axes[0].name] >= 512
+    # 1024 -> 256 1x1 on 14x14; 1.2x the default 3x3 at 512 -> 512 on 7x7; 0.5-0.8x at 128-480);
+    # or, 32 channels a block, so a tile's weight panel (32 x R x S x 16 floats: 18 KB at 3x3)
+    # stays in L1 for the tiles of a row, where a whole panel of a long reduction streams from
+    # L2 for every tile (AVX2 Zen 3, Inception's 288 -> 384 3x3/2 at 35x35, reduction 2592:
+    # the tuned 6x2 tile 1.22x +- 9%; ResNet-50's 128 -> 128 3x3/2, reduction 1152: 0.95x)
+    reduction = math.prod(ext[a.name] for a in main.reduce_axes)
+    many = ext[main.reduce_axes[0].name] >= 512 or reduction >= 2048
+    # a block splits the channels in two or more (rfactor refuses one block of them all)
+    c_blocks = tuple(b for b in C_BLOCKS if b < ext[main.reduce_axes[0].name])
+    blockable = by_channel and not grouped and many
     # per variant: (axis of the broadcast rows, axis of the vectors)
     tile_axes = {"columns": (row, col), "channels": (a3, a1), "pixels": (a2, col)}
 
@@ -103,7 +111,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         *([Knob("row_axis", ("channels", "pixels"), absent_means="channels")] if depthwise else []),
         # channel tiles only, and absent from the configs recorded before it: input channels
         # a block at a time outside the tiles (GotoBLAS's kc)
-        *([Knob("c_block", C_BLOCKS, absent_means=0)] if blockable else []),
+        *([Knob("c_block", c_blocks, absent_means=0)] if blockable else []),
         *common_knobs(),
     ]
     constraints = [
@@ -195,7 +203,6 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         # 1.9-3.4x from 14x14 (38 -> 20 ms); MobileNetV2's 1x1 convs up to 1.4x at 7x7 (2.15
         # -> 1.98 ms). A depthwise conv's few weights ran as fast either way.
         default |= {"channels_outer": False, "pack_weights": not grouped}
-    reduction = math.prod(ext[a.name] for a in main.reduce_axes)
     # a reduction of a vector or less leaves a channel tile's scattered NCHW stores the main
     # cost; vectors along unit-stride output rows store whole lines (Zen 5, MobileNetV2's
     # 16->96 1x1 conv at 112x112: 1.5x faster than a 2x7 channel tile)

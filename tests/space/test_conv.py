@@ -471,17 +471,19 @@ C_BLOCK_SPECS = [
     "conv2d:C=520,H=5,W=7,K=20,R=1,S=1",  # a short last block (520 = 4 x 128 + 8)
     "conv2d:C=512,H=5,W=5,K=24,R=3,S=3,pad=1",
     "conv2d:C=600,H=11,W=11,K=16,R=3,S=3,stride=2,pad=1,epilogue=bias+relu",
+    # fewer channels, a long reduction (288 x 3 x 3, Inception's 3x3/2): 32-channel blocks
+    "conv2d:C=288,H=13,W=13,K=20,R=3,S=3,stride=2",
 ]
 
 
 @pytest.mark.parametrize("spec", C_BLOCK_SPECS)
 def test_channel_tiles_over_blocks_of_input_channels_match_numpy(spec: str, target) -> None:
     ds = design_space(tt.workload(spec), target)
-    assert ds.space.knob("c_block").choices == (0, 128, 256)
+    assert ds.space.knob("c_block").choices == (0, 32, 128, 256)
     unfused = {"fuse_epilogue": False} if "fuse_epilogue" in ds.space.names else {}
     configs = [
         {**ds.default, "vector_axis": "channels", **tile, **unfused, "c_block": c_block}
-        for tile, c_block in zip(TILES, (128, 256, 128), strict=True)
+        for tile, c_block in zip(TILES, (128, 256, 32), strict=True)
     ]
     assert all(ds.space.is_valid(c) for c in configs)
     assert_configs_match_numpy(ds, configs)
@@ -492,7 +494,7 @@ def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channel
 ) -> None:
     """The block loop is the outermost, serial, with the tiles' parallel loop inside it; a
     config without the knob (recorded before it) sums all input channels in each tile; the
-    knob exists where there are many input channels to block."""
+    knob exists where there are many input channels, or a long reduction, to block."""
     wl = tt.workload("conv2d:C=600,H=9,W=9,K=32,R=1,S=1,epilogue=relu")
     ds = design_space(wl, avx512_target)
     config = {**ds.default, "vector_axis": "channels", "fuse_epilogue": False, "c_block": 256}
@@ -505,5 +507,10 @@ def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channel
     assert "c_o" not in build_source(ds.schedule(old), "conv", avx512_target)[0]
     for bad in ({"fuse_epilogue": True}, {"vector_axis": "columns"}):  # unfused channel tiles
         assert not ds.space.is_valid({**config, **bad}), bad
-    few = tt.workload("conv2d:C=256,H=9,W=9,K=32,R=1,S=1")
-    assert "c_block" not in design_space(few, avx512_target).space.names
+    for short in ("conv2d:C=256,H=9,W=9,K=32,R=1,S=1", "conv2d:C=128,H=9,W=9,K=32,R=3,S=3"):
+        assert "c_block" not in design_space(tt.workload(short), avx512_target).space.names
+    long = tt.workload("conv2d:C=288,H=9,W=9,K=32,R=3,S=3,stride=2")  # reduction 2592
+    assert "c_block" in design_space(long, avx512_target).space.names
+    # blocks split the channels in two or more: rfactor refuses one block of all 256
+    whole = design_space(tt.workload("conv2d:C=256,H=9,W=9,K=32,R=3,S=3"), avx512_target)
+    assert whole.space.knob("c_block").choices == (0, 32, 128)
