@@ -253,7 +253,9 @@ class _Lowering:
     def init_nest(
         self, st: Stage, loops: list[Loop], ext: dict[str, int], init: Stmt, guards: list[Expr]
     ) -> Stmt:
-        """Reset the accumulator just outside the outermost reduce loop (inner spatial loops)."""
+        """Reset the accumulator just outside the outermost reduce loop (inner spatial loops,
+        as parallel as they are there: a reduction blocked outside its tiles resets its whole
+        output here)."""
         spatial = [lp for lp in loops if lp.kind == "spatial"]
         inner_vars = {lp.var for lp in loops}
         mine = [
@@ -266,9 +268,7 @@ class _Lowering:
         for d in range(len(spatial) - 1, -1, -1):
             body = _wrap_guards(body, [g for g in mine if depth[id(g)] == d])
             kind = _KIND[st.annotations.get(spatial[d].name)]
-            body = For(
-                spatial[d].var, ext[spatial[d].name], "serial" if kind == "parallel" else kind, body
-            )
+            body = For(spatial[d].var, ext[spatial[d].name], kind, body)
         return _wrap_guards(body, [g for g in mine if depth[id(g)] < 0])
 
     def attached_producers(self, st: Stage) -> _Producers:

@@ -43,8 +43,14 @@ COMMON_CFLAGS = (
     "-std=gnu11",
     "-ffp-contract=fast",
     "-fno-math-errno",
+    "-fno-predictive-commoning",
 )
-"""Flags every target compiles with (position independent shared library with OpenMP)."""
+"""Flags every target compiles with (position independent shared library with OpenMP).
+
+GCC's predictive commoning (on at -O3, and at -O2 for the loops it vectorizes) drops a store
+that a later iteration overwrites; when the loop runs fewer iterations than that distance (one
+thread's share of a parallel loop) it loads such an element before the loop and stores it back
+after, over what another thread wrote there meanwhile (tests/codegen/test_parallel_races.py)."""
 
 _SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 _DEFAULT_CACHES = {"l1d_bytes": 32 * 1024, "l2_bytes": 1024 * 1024, "l3_bytes": 8 * 1024 * 1024}

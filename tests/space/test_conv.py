@@ -492,7 +492,8 @@ def test_channel_tiles_over_blocks_of_input_channels_match_numpy(spec: str, targ
 def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channels(
     avx512_target,
 ) -> None:
-    """The block loop is the outermost, serial, with the tiles' parallel loop inside it; a
+    """The block loop is the outermost, serial, with the tiles' parallel loop inside it (and the
+    output reset before it in parallel); a
     config without the knob (recorded before it) sums all input channels in each tile; the
     knob exists where there are many input channels, or a long reduction, to block."""
     wl = tt.workload("conv2d:C=600,H=9,W=9,K=32,R=1,S=1,epilogue=relu")
@@ -501,7 +502,9 @@ def test_channel_blocks_run_outside_the_tiles_and_old_configs_keep_whole_channel
     source, _ = build_source(ds.schedule(config), "conv", avx512_target)
     body = source[source.index("/* stage conv2d */") :]
     block = body.index("for (int c_o = 0; c_o < 3; ++c_o) {")
-    assert block < body.index("#pragma omp parallel") < body.index("for (int c_i = 0; c_i < 256;")
+    tiles = body.index("#pragma omp parallel", block)
+    assert tiles < body.index("for (int c_i = 0; c_i < 256;")
+    assert body.index("#pragma omp parallel") < block  # the output's reset, in parallel too
     old = {k: v for k, v in config.items() if k != "c_block"}
     assert ds.space.is_valid(old) and ds.space.complete(old)["c_block"] == 0
     assert "c_o" not in build_source(ds.schedule(old), "conv", avx512_target)[0]
