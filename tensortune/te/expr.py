@@ -21,19 +21,8 @@ if TYPE_CHECKING:
 
 BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "max", "min", "and", "or")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
-MATH_FUNCS = (
-    "exp",
-    "exp_nonpos",
-    "log",
-    "tanh",
-    "erf",
-    "sqrt",
-    "rsqrt",
-    "abs",
-    "sigmoid",
-    "neg",
-    "not",
-)
+EXP_FUNCS = ("exp", "exp_nonpos")  # exp_nonpos: exp of an argument known to be <= 0 (softmax)
+MATH_FUNCS = (*EXP_FUNCS, "log", "tanh", "erf", "sqrt", "rsqrt", "abs", "sigmoid", "neg", "not")
 
 _uid = itertools.count()
 
