@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import DatabaseError
 from .schema import claims_table
+from .store import Store
 
-_T = TypeVar("_T")
 
-
-class ClaimStore:
+class ClaimStore(Store):
     """``claim`` and ``release``: concurrent tuners on one database share its work."""
-
-    def _run(self, action: str, work: Callable[[Connection], _T], write: bool = False) -> _T:
-        raise NotImplementedError
 
     def claim(self, workload: str, target: str, config_key: str, *, owner: str, ttl: float) -> bool:
         """Atomically take the claim on measuring this config; True if ``owner`` now holds it.

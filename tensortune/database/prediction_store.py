@@ -4,8 +4,6 @@ which supplies the transactions with their retries (``_run``) and its ``location
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import TypeVar
 
 from sqlalchemy import Connection, delete, insert, select
 
@@ -13,17 +11,11 @@ from ..errors import DatabaseError, RecordWarning
 from .connect import serialize
 from .prediction import Prediction
 from .schema import PREDICTION_LOCK, prediction_from_row, prediction_to_row, predictions_table
+from .store import Store
 
-_T = TypeVar("_T")
 
-
-class PredictionStore:
+class PredictionStore(Store):
     """``record_prediction`` and ``prediction``: zero-shot choices, kept apart from records."""
-
-    location: str
-
-    def _run(self, action: str, work: Callable[[Connection], _T], write: bool = False) -> _T:
-        raise NotImplementedError
 
     def record_prediction(self, prediction: Prediction) -> None:
         """Keep a zero-shot choice, replacing the one of the same (workload, target, version,
