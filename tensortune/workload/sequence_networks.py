@@ -38,45 +38,59 @@ def _swin_t() -> Rows:
     return rows
 
 
+def _at(setting: str, rows: Rows) -> Rows:
+    """``rows`` of one setting (a sequence length, prefill or decode): each name gets
+    ``@setting``, so a layer listed at several shapes keeps distinct names."""
+    return [(f"{name}@{setting}", spec) for name, spec in rows]
+
+
 def _bert_base() -> Rows:
+    layer = "encoder.layer.0"
     rows = []
     for seq in (128, 384):
-        at = f"@seq{seq}"
-        layer = "encoder.layer.0"
-        rows += [
-            (f"embeddings.LayerNorm{at}", ln(seq, 768)),
-            (f"{layer}.attention.self.query{at}", dense(seq, 768, 768)),
-            *((n + at, s) for n, s in attention(f"{layer}.attention.self", 12, seq, seq, 64)),
-            (f"{layer}.intermediate.dense{at}", dense(seq, 3072, 768, "bias+gelu")),
-            (f"{layer}.output.dense{at}", dense(seq, 768, 3072)),
-        ]
+        rows += _at(
+            f"seq{seq}",
+            [
+                ("embeddings.LayerNorm", ln(seq, 768)),
+                (f"{layer}.attention.self.query", dense(seq, 768, 768)),
+                *attention(f"{layer}.attention.self", 12, seq, seq, 64),
+                (f"{layer}.intermediate.dense", dense(seq, 3072, 768, "bias+gelu")),
+                (f"{layer}.output.dense", dense(seq, 768, 3072)),
+            ],
+        )
     return [*rows, ("pooler.dense", dense(1, 768, 768))]
 
 
 def _gpt2_small() -> Rows:
     rows = []
     # a 256-token prompt, then one token attending to the 256 cached ones and itself
-    for at, queries, keys in (("@prefill256", 256, 256), ("@decode257", 1, 257)):
-        rows += [
-            (f"h.0.ln_1{at}", ln(queries, 768)),
-            (f"h.0.attn.c_attn{at}", matmul(queries, 2304, 768)),
-            *((n + at, s) for n, s in attention("h.0.attn", 12, queries, keys, 64)),
-            (f"h.0.attn.c_proj{at}", matmul(queries, 768, 768)),
-            (f"h.0.mlp.c_fc{at}", matmul(queries, 3072, 768, "bias+gelu")),
-            (f"h.0.mlp.c_proj{at}", matmul(queries, 768, 3072)),
-        ]
+    for setting, queries, keys in (("prefill256", 256, 256), ("decode257", 1, 257)):
+        rows += _at(
+            setting,
+            [
+                ("h.0.ln_1", ln(queries, 768)),
+                ("h.0.attn.c_attn", matmul(queries, 2304, 768)),
+                *attention("h.0.attn", 12, queries, keys, 64),
+                ("h.0.attn.c_proj", matmul(queries, 768, 768)),
+                ("h.0.mlp.c_fc", matmul(queries, 3072, 768, "bias+gelu")),
+                ("h.0.mlp.c_proj", matmul(queries, 768, 3072)),
+            ],
+        )
     return [*rows, ("lm_head@decode257", dense(1, 50257, 768))]
 
 
 def _lstm_lm() -> Rows:
     rows = []
     for config, hidden in (("medium", 650), ("large", 1500)):
-        rows += [
-            # the input projection of a 35-step window at once; the recurrence one step at a time
-            (f"rnn.weight_ih_l0@{config}", dense(35, 4 * hidden, hidden)),
-            (f"rnn.weight_hh_l0@{config}", dense(1, 4 * hidden, hidden)),
-            (f"decoder@{config}", dense(35, 10000, hidden)),
-        ]
+        # the input projection of a 35-step window at once; the recurrence one step at a time
+        rows += _at(
+            config,
+            [
+                ("rnn.weight_ih_l0", dense(35, 4 * hidden, hidden)),
+                ("rnn.weight_hh_l0", dense(1, 4 * hidden, hidden)),
+                ("decoder", dense(35, 10000, hidden)),
+            ],
+        )
     return [*rows, ("log_softmax", softmax(35, 10000))]
 
 
