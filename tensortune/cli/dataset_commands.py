@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .common import EXIT_OK, open_existing, shown
-from .options import command, db_option, positive_float, positive_int
+from .options import (
+    command,
+    db_option,
+    max_seconds_option,
+    positive_int,
+    seed_option,
+)
 
 
 def _dataset_db(db: str | None) -> str:
@@ -75,13 +81,7 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="stop after N workloads that needed measuring (default: all)",
     )
-    p.add_argument(
-        "--max-seconds",
-        type=positive_float,
-        default=None,
-        metavar="SEC",
-        help="stop after this much time (default: no limit)",
-    )
+    max_seconds_option(p, "time")
     p.add_argument(
         "--held-out",
         action="store_true",
@@ -93,7 +93,7 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
         metavar="SPEC",
         help="target spec, e.g. 'avx2 threads=1' (default: this machine, every usable CPU)",
     )
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
+    seed_option(p)
     p.set_defaults(run=cmd_collect)
 
     p = command(

@@ -82,6 +82,22 @@ def threads_option(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def seed_option(p: argparse.ArgumentParser) -> None:
+    """--seed S (default 0), so a run can be repeated exactly."""
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
+
+
+def max_seconds_option(p: argparse.ArgumentParser, what: str) -> None:
+    """--max-seconds SEC (default None: no limit)."""
+    p.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=None,
+        metavar="SEC",
+        help=f"stop after this much {what} (default: no limit)",
+    )
+
+
 def spec_argument(p: argparse.ArgumentParser) -> None:
     """The positional workload SPEC."""
     p.add_argument(

@@ -11,9 +11,11 @@ from .options import (
     EXIT_STATUS,
     command,
     db_option,
+    max_seconds_option,
     non_negative_int,
     positive_float,
     positive_int,
+    seed_option,
     spec_argument,
     threads_option,
 )
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the strategy's own)",
     )
     db_option(p)
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
+    seed_option(p)
     p.add_argument(
         "--json", action="store_true", help="print the result as one JSON object (last line)"
     )
@@ -98,13 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds one candidate may run before it counts as hung (default: 10)",
     )
     threads_option(p, "threads the kernels run on")
-    p.add_argument(
-        "--max-seconds",
-        type=positive_float,
-        default=None,
-        metavar="SEC",
-        help="stop after this much tuning time (default: no limit)",
-    )
+    max_seconds_option(p, "tuning time")
     p.add_argument(
         "--early-stop",
         type=positive_int,
