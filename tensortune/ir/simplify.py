@@ -8,7 +8,7 @@ what removes guards from divisible loops and packing indices from packed reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..te.expr import (
     Binary,
@@ -32,25 +32,63 @@ def _atom_key(a: Expr) -> tuple:
     return (0, a.name, a.uid) if isinstance(a, Var) else (1, repr(a))
 
 
+def _tables(ranges: Ranges) -> tuple[dict, dict]:
+    """The memo tables (simplified forms, linear forms) of one set of loop ranges.
+
+    Lowering simplifies the same index expressions again in every unrolled copy and every pass,
+    and each simplification re-reads its children's linear forms; both are pure functions of the
+    expression and the ranges, so they are computed once per ranges (bounded: cleared when big).
+    """
+    key = frozenset(ranges.items())
+    tables = _MEMO.get(key)
+    if tables is None or len(tables[0]) + len(tables[1]) > _TABLE_LIMIT:
+        if len(_MEMO) > _TABLES_LIMIT:
+            _MEMO.clear()
+        tables = _MEMO[key] = ({}, {})
+    return tables
+
+
+_MEMO: dict[frozenset, tuple[dict, dict]] = {}
+_TABLES_LIMIT, _TABLE_LIMIT = 1024, 100_000
+
+
+def simplifier(ranges: Ranges) -> Callable[[Expr], Expr]:
+    """``simplify`` under fixed ``ranges``: for a pass that simplifies many expressions there."""
+    tables = _tables(ranges)
+    return lambda e: _simplify(e, ranges, tables)
+
+
 def to_linear(e: Expr, ranges: Ranges) -> Linear:
     """Canonical linear form of an int32 expression (its children already simplified)."""
+    terms, c0 = _linear(e, ranges, _tables(ranges)[1])
+    return dict(terms), c0  # a copy: callers may change it, the memo's stays
+
+
+def _linear(e: Expr, ranges: Ranges, memo: dict) -> Linear:
+    if isinstance(e, Const | Var):
+        return ({}, int(e.value)) if isinstance(e, Const) else ({e: 1}, 0)
+    out = memo.get(e)
+    if out is None:
+        out = memo[e] = _linear_node(e, ranges, memo)
+    return out
+
+
+def _linear_node(e: Expr, ranges: Ranges, memo: dict) -> Linear:
     match e:
-        case Const(v):
-            return {}, int(v)
         case Binary("add" | "sub" as op, a, b):
-            la, lb = to_linear(a, ranges), to_linear(b, ranges)
+            la, lb = _linear(a, ranges, memo), _linear(b, ranges, memo)
             sign = 1 if op == "add" else -1
             terms = dict(la[0])
             for atom, c in lb[0].items():
                 terms[atom] = terms.get(atom, 0) + sign * c
             return {k: v for k, v in terms.items() if v}, la[1] + sign * lb[1]
         case Binary("mul", a, b):
-            la, lb = to_linear(a, ranges), to_linear(b, ranges)
+            la, lb = _linear(a, ranges, memo), _linear(b, ranges, memo)
             if not la[0] or not lb[0]:
                 scale, (terms, c0) = (la[1], lb) if not la[0] else (lb[1], la)
                 return {k: v * scale for k, v in terms.items() if v * scale}, c0 * scale
         case Binary("floordiv" | "mod" as op, a, Const(c)) if int(c) > 0:
-            folded = _fold_divmod(op, to_linear(a, ranges), int(c), ranges)
+            folded = _fold_divmod(op, _linear(a, ranges, memo), int(c), ranges)
             if folded is not None:
                 return folded
     return {e: 1}, 0
@@ -92,13 +130,14 @@ def atom_range(atom: Expr, ranges: Ranges) -> tuple[int, int] | None:
         case Var() if atom in ranges:
             return 0, ranges[atom] - 1
         case Binary("floordiv", a, Const(c)) if int(c) > 0:
-            r = linear_range(to_linear(a, ranges), ranges)
+            r = linear_range(_linear(a, ranges, _tables(ranges)[1]), ranges)
             return None if r is None else (r[0] // int(c), r[1] // int(c))
         case Binary("mod", _, Const(c)) if int(c) > 0:
             return 0, int(c) - 1
         case Binary("min" | "max" as op, a, b):
-            ra = linear_range(to_linear(a, ranges), ranges)
-            rb = linear_range(to_linear(b, ranges), ranges)
+            lin = _tables(ranges)[1]
+            ra = linear_range(_linear(a, ranges, lin), ranges)
+            rb = linear_range(_linear(b, ranges, lin), ranges)
             if ra is None or rb is None:
                 return None
             f = min if op == "min" else max
@@ -120,22 +159,41 @@ def from_linear(lin: Linear) -> Expr:
 
 def expr_range(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
     """Inclusive integer bounds of an int32 expression under ``ranges``."""
-    return linear_range(to_linear(simplify(e, ranges), ranges), ranges)
+    return _range(e, ranges, _tables(ranges))
+
+
+def _range(e: Expr, ranges: Ranges, tables: tuple[dict, dict]) -> tuple[int, int] | None:
+    return linear_range(_linear(_simplify(e, ranges, tables), ranges, tables[1]), ranges)
 
 
 def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+    """``e`` with its index arithmetic in canonical form and what ``ranges`` decide folded."""
     ranges = ranges or {}
+    return _simplify(e, ranges, _tables(ranges))
+
+
+def _simplify(e: Expr, ranges: Ranges, tables: tuple[dict, dict]) -> Expr:
     kids = children(e)
-    if kids:
-        e = rebuild(e, tuple(simplify(k, ranges) for k in kids))
+    if not kids:
+        return e  # a leaf is its own simplest form
+    memo = tables[0]
+    out = memo.get(e)
+    if out is None:
+        node = rebuild(e, tuple(_simplify(k, ranges, tables) for k in kids))
+        out = memo[e] = _simplify_node(node, ranges, tables)
+    return out
+
+
+def _simplify_node(e: Expr, ranges: Ranges, tables: tuple[dict, dict]) -> Expr:
+    """``e`` (its children simplified) simplified at its root."""
     match e:
         case Binary(op, Const(a), Const(b), dt) if op not in ("and", "or"):
             folded = _fold_binary(op, a, b, dt)
             return e if folded is None else folded
         case Binary("add" | "sub" | "mul" | "floordiv" | "mod", _, _, "int32"):
-            return from_linear(to_linear(e, ranges))
+            return from_linear(_linear(e, ranges, tables[1]))
         case Binary("min" | "max" as op, a, b, "int32"):
-            ra, rb = expr_range(a, ranges), expr_range(b, ranges)
+            ra, rb = _range(a, ranges, tables), _range(b, ranges, tables)
             if ra and rb:
                 if ra[1] <= rb[0]:
                     return a if op == "min" else b
@@ -150,7 +208,9 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
         case Binary("or", Const(a), x) | Binary("or", x, Const(a)):
             return Const(True, "bool") if a else x
         case Compare(op, a, b) if a.dtype == "int32":
-            diff = to_linear(simplify(Binary("sub", a, b, "int32"), ranges), ranges)
+            diff = _linear(
+                _simplify(Binary("sub", a, b, "int32"), ranges, tables), ranges, tables[1]
+            )
             r = linear_range(diff, ranges)
             if r is not None:
                 decided = _decide(op, *r)
@@ -227,5 +287,7 @@ def flat_offset(buf: Storage, idx: tuple[Expr, ...], ranges: Ranges) -> Expr:
     """The row-major element offset of ``buf[idx]``, simplified."""
     flat: Expr = Const(0)
     for i, n in zip(idx, buf.shape, strict=True):
-        flat = flat * n + i
+        # ``flat * n + i`` built directly (what the operators build for int32 indices)
+        scaled = Binary("mul", flat, Const(int(n)), "int32")
+        flat = Binary("add", scaled, i, "int32") if i.dtype == "int32" else scaled + i
     return simplify(flat, ranges)

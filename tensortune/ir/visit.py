@@ -62,9 +62,13 @@ def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
     def post(node: Stmt) -> Stmt | None:
         match node:
             case Store(buf, idx, value):
-                return Store(buf, tuple(f(i) for i in idx), f(value))
+                new_idx, new_value = tuple(f(i) for i in idx), f(value)
+                if new_value is value and all(a is b for a, b in zip(new_idx, idx, strict=True)):
+                    return None  # unchanged: keep the node (and so its parents) as they are
+                return Store(buf, new_idx, new_value)
             case IfThen(cond, body, orelse):
-                return IfThen(f(cond), body, orelse)
+                new_cond = f(cond)
+                return None if new_cond is cond else IfThen(new_cond, body, orelse)
         return None
 
     return rewrite(s, post)

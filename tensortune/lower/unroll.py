@@ -8,37 +8,45 @@ same way, whatever their kind; a vectorized one leaves a note, since no vector c
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Callable
 
 from ..ir.nodes import Comment, For, IfThen, Stmt, Store, seq
-from ..ir.simplify import Ranges, simplify
-from ..ir.visit import map_exprs, stmt_children, with_stmt_children
-from ..te.expr import Const, Var, substitute
+from ..ir.simplify import Ranges, simplifier
+from ..ir.visit import stmt_children, with_stmt_children
+from ..te.expr import Const, Expr, Var, substitute
 
 
 def unroll(s: Stmt, ranges: Ranges | None = None) -> Stmt:
     """``s`` with no unrolled loop and no loop of extent 1 left, expressions simplified."""
-    return _go(s, dict(ranges or {}))
+    ranges = dict(ranges or {})
+    return _go(s, ranges, {}, simplifier(ranges))
 
 
-def _go(s: Stmt, ranges: dict[Var, int]) -> Stmt:
+def _go(
+    s: Stmt, ranges: dict[Var, int], bound: dict[Var, Expr], simp: Callable[[Expr], Expr]
+) -> Stmt:
+    """``s`` unrolled, with the variables of the unrolled loops around it bound to constants
+    (``bound``): each expression is substituted once, where it is simplified (``simp``, under
+    ``ranges``), rather than the whole body being copied at every loop level."""
     match s:
         case For(var, extent, kind, body) if kind == "unrolled" or extent == 1:
             copies: list[Stmt] = []
             if kind == "vectorized":
                 copies.append(Comment(f"vectorize on loop {var.name} of extent 1: scalar code"))
             for k in range(extent):
-                bound = map_exprs(body, partial(substitute, mapping={var: Const(k)}))
-                copies.append(_go(bound, ranges))
+                copies.append(_go(body, ranges, {**bound, var: Const(k)}, simp))
             return seq(copies)
         case For(var, extent, kind, body, comment):
-            return For(var, extent, kind, _go(body, {**ranges, var: extent}), comment)
+            inner = {**ranges, var: extent}
+            return For(var, extent, kind, _go(body, inner, bound, simplifier(inner)), comment)
         case IfThen(cond, body, orelse):
-            c = simplify(cond, ranges)
+            c = simp(substitute(cond, bound))
             if isinstance(c, Const):
                 taken = body if c.value else orelse
-                return seq([]) if taken is None else _go(taken, ranges)
-            return IfThen(c, _go(body, ranges), None if orelse is None else _go(orelse, ranges))
+                return seq([]) if taken is None else _go(taken, ranges, bound, simp)
+            then = _go(body, ranges, bound, simp)
+            return IfThen(c, then, None if orelse is None else _go(orelse, ranges, bound, simp))
         case Store(buf, idx, value):
-            return Store(buf, tuple(simplify(i, ranges) for i in idx), simplify(value, ranges))
-    return with_stmt_children(s, tuple(_go(c, ranges) for c in stmt_children(s)))
+            idx = tuple(simp(substitute(i, bound)) for i in idx)
+            return Store(buf, idx, simp(substitute(value, bound)))
+    return with_stmt_children(s, tuple(_go(c, ranges, bound, simp) for c in stmt_children(s)))

@@ -55,7 +55,7 @@ class Storage(Protocol):
 class Expr:
     """Operator overloading shared by every node; subclasses are frozen dataclasses."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)  # see _hash_once
     dtype: str
 
     def __add__(self, o: Any) -> Expr:
@@ -231,6 +231,22 @@ class Reduce(Expr):
     dtype: str
 
 
+def _hash_once(cls: Any) -> None:
+    """Give ``cls`` its structural hash, computed once per node (memo tables key on them)."""
+    structural = cls.__hash__
+
+    def cached(self: Any) -> int:
+        if (h := getattr(self, "_hash", None)) is None:
+            object.__setattr__(self, "_hash", h := structural(self))
+        return h
+
+    cls.__hash__ = cached
+
+
+for _cls in (Var, Binary, Compare, Select, Call, Cast, TensorRead, Reduce):
+    _hash_once(_cls)
+
+
 def reduce_identity(combiner: str, dtype: str) -> Const:
     """The value a reduction starts from: adding it changes nothing."""
     if combiner == "sum":
@@ -307,43 +323,31 @@ def _cast_to(e: Expr, dtype: str) -> Expr:
     return Cast(e, dtype)
 
 
+# Per node type: its children, and the node rebuilt with new ones (traversals ask per node).
+_NODES: dict[type, tuple[Callable[[Any], tuple[Expr, ...]], Callable[[Any, tuple], Expr]]] = {
+    Binary: (lambda e: (e.a, e.b), lambda e, n: Binary(e.op, n[0], n[1], e.dtype)),
+    Compare: (lambda e: (e.a, e.b), lambda e, n: Compare(e.op, n[0], n[1])),
+    Select: (
+        lambda e: (e.cond, e.true_value, e.false_value),
+        lambda e, n: Select(n[0], n[1], n[2], e.dtype),
+    ),
+    Call: (lambda e: e.args, lambda e, n: Call(e.func, n, e.dtype)),
+    Cast: (lambda e: (e.value,), lambda e, n: Cast(n[0], e.dtype)),
+    TensorRead: (lambda e: e.indices, lambda e, n: TensorRead(e.tensor, n)),
+    Reduce: (lambda e: (e.source,), lambda e, n: Reduce(e.combiner, n[0], e.axes, e.dtype)),
+}
+
+
 def children(e: Expr) -> tuple[Expr, ...]:
-    match e:
-        case Binary(_, a, b) | Compare(_, a, b):
-            return (a, b)
-        case Select(c, t, f):
-            return (c, t, f)
-        case Call(_, args):
-            return args
-        case Cast(v):
-            return (v,)
-        case TensorRead(_, idx):
-            return idx
-        case Reduce(_, src):
-            return (src,)
-    return ()
+    node = _NODES.get(type(e))
+    return () if node is None else node[0](e)
 
 
 def rebuild(e: Expr, new: tuple[Expr, ...]) -> Expr:
     """The same node with new children; returns ``e`` itself when nothing changed."""
     if all(x is y for x, y in zip(new, children(e), strict=True)):
         return e
-    match e:
-        case Binary(op, _, _, dt):
-            return Binary(op, new[0], new[1], dt)
-        case Compare(op, _, _):
-            return Compare(op, new[0], new[1])
-        case Select(_, _, _, dt):
-            return Select(new[0], new[1], new[2], dt)
-        case Call(f, _, dt):
-            return Call(f, new, dt)
-        case Cast(_, dt):
-            return Cast(new[0], dt)
-        case TensorRead(t, _):
-            return TensorRead(t, new)
-        case Reduce(c, _, axes, dt):
-            return Reduce(c, new[0], axes, dt)
-    raise TypeError(e)
+    return _NODES[type(e)][1](e, new)
 
 
 def walk(e: Expr) -> Iterator[Expr]:
@@ -362,9 +366,12 @@ def rewrite(e: Expr, post: Callable[[Expr], Expr | None]) -> Expr:
     and subtrees it leaves alone are shared, not copied.
     """
     kids = children(e)
-    node = rebuild(e, tuple(rewrite(k, post) for k in kids)) if kids else e
-    out = post(node)
-    return node if out is None else out
+    if kids:
+        new = tuple([rewrite(k, post) for k in kids])
+        if any(a is not b for a, b in zip(new, kids, strict=True)):
+            e = _NODES[type(e)][1](e, new)
+    out = post(e)
+    return e if out is None else out
 
 
 def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:

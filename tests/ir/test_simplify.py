@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensortune.ir.simplify import expr_range, linear_coeff, simplify
+from tensortune.ir.simplify import expr_range, linear_coeff, simplify, to_linear
 from tensortune.te.expr import Binary, Compare, Const, Expr, Select, Var
+
+# the module, not the function tensortune.ir re-exports under the same name
+simplify_module = importlib.import_module("tensortune.ir.simplify")
 
 
 def ev(e: Expr, env: dict[Var, int]):
@@ -236,3 +240,38 @@ def _assignments(e: Expr, ranges: dict[Var, int], limit: int = 400):
         if n >= limit:
             return
         yield dict(zip(names, values, strict=True))
+
+
+def _cold(e: Expr, ranges: dict) -> Expr:
+    """``simplify`` with an empty memo: what the function computes from scratch."""
+    simplify_module._MEMO.clear()
+    return simplify(e, ranges)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    exprs=st.lists(index_exprs(), min_size=1, max_size=6),
+    extents=st.tuples(*[st.integers(1, 12)] * 3),
+    bound=st.integers(-20, 40),
+)
+def test_memo_returns_what_a_cold_simplify_does(exprs, extents, bound):
+    """The memo (per ranges, keyed by structure) never changes an answer: every expression and
+    every guard on it simplifies the same with a warm memo, in any order, as from scratch."""
+    ranges = dict(zip(VARS, extents, strict=True))
+    queries = [(e, r) for e in exprs for r in (ranges, {})]
+    queries += [(Compare("lt", e, Const(bound)), ranges) for e in exprs]
+    cold = [repr(_cold(e, r)) for e, r in queries]
+    cold_ranges = [(simplify_module._MEMO.clear(), expr_range(e, ranges))[1] for e in exprs]
+    simplify_module._MEMO.clear()
+    for _ in range(2):  # the second round answers from the memo
+        assert [repr(simplify(e, r)) for e, r in reversed(queries)] == cold[::-1]
+        assert [expr_range(e, ranges) for e in exprs] == cold_ranges
+
+
+def test_to_linear_hands_out_copies():
+    """A caller changing the linear form it got cannot change the next caller's."""
+    i, j = VARS[0], VARS[1]
+    e = i * 4 + j
+    terms, _ = to_linear(e, {})
+    terms[i] = 99
+    assert to_linear(e, {}) == ({i: 4, j: 1}, 0)
