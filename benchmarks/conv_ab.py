@@ -2,19 +2,24 @@
 
     python benchmarks/conv_ab.py --model resnet18|mobilenet_v2 [--base REV] [--threads 2]
         [--rounds 10] [--only REGEX] [--config JSON ...] [--ort] [--all]
+    python benchmarks/conv_ab.py --zoo resnet50/layer3.1.conv1 [--zoo KEY ...] [same options]
 
 Every conv task of the model (as ``extract_tasks`` finds them: weights constant, as a compiled
 model runs them; fed the model's own weights and random activations) is built with the design
-space's default at git revision ``--base`` (``conv.py`` as it was there, loaded beside the
-current one) and with today's default, both through today's ``build``, so an old default that is
-no longer a point of the space fails loudly. ``--config`` (repeatable) adds a contender: today's
-default with those knobs overridden. Each kernel is checked against NumPy, then all are timed in
-interleaved rounds (``common.rounds_of``: the C harness, weights packed once) and each layer
-prints the medians and the paired new/old ratio. Layers whose two defaults agree are listed, not
-timed (``--all``: timed too). ``--ort`` adds ONNX Runtime running the same fused nodes as a
-one-group model, with its per-call Python overhead (a few microseconds) and its NCHWc reorders
+space's default at git revision ``--base`` (``conv.py`` and ``conv_tiles.py`` as they were there,
+loaded beside the current ones) and with today's default, both through today's ``build``, so an old
+default that is no longer a point of the space fails loudly. ``--config`` (repeatable) adds a
+contender: today's default with those knobs overridden. Each kernel is checked against NumPy, then
+all are timed in interleaved rounds (``common.rounds_of``: the C harness, weights packed once) and
+each layer prints the medians and the paired new/old ratio. Layers whose two defaults agree are
+listed, not timed (``--all``: timed too). ``--ort`` adds ONNX Runtime running the same fused nodes
+as a one-group model, with its per-call Python overhead (a few microseconds) and its NCHWc reorders
 in and out (which it skips between convs inside a model): a bound, not its in-model time
 (``profile_model.py`` has that).
+
+``--zoo`` (repeatable) times layers of ``tensortune.workload.zoo`` instead (the models suite's
+rows: weights constant, random values), ``--ort`` then being ONNX Runtime as ``tune_suite.py``
+runs it (``peers_for``); the weighted sums count each layer once.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 from models import ort_session
+from peers import peers_for
 from torch_models import MODELS, build, export_onnx
 
 import tensortune as tt
@@ -43,24 +50,45 @@ from tensortune.graph.tasks import Lowered, lower_graph
 from tensortune.memory import aligned
 from tensortune.space.registry import design_space
 from tensortune.target import Target
+from tensortune.workload import zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def conv_module_at(rev: str) -> types.ModuleType:
-    """``tensortune/space/conv.py`` as it was at ``rev``, imported beside today's."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:tensortune/space/conv.py"],
+    """``tensortune/space/conv.py`` as it was at ``rev``, imported beside today's, with the
+    ``conv_tiles.py`` of ``rev`` (where it had one) as its default tiles."""
+    tiles = _module_at(rev, "conv_tiles") if _source_at(rev, "conv_tiles") else None
+    today = sys.modules.get("tensortune.space.conv_tiles")
+    if tiles is not None:
+        sys.modules["tensortune.space.conv_tiles"] = tiles
+    try:
+        return _module_at(rev, "conv")
+    finally:
+        if today is not None:
+            sys.modules["tensortune.space.conv_tiles"] = today
+
+
+def _source_at(rev: str, name: str) -> str | None:
+    """``tensortune/space/<name>.py`` at ``rev``, or None where it did not exist."""
+    shown = subprocess.run(
+        ["git", "show", f"{rev}:tensortune/space/{name}.py"],
         cwd=ROOT,
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout
-    spec = importlib.util.spec_from_loader("tensortune.space._conv_base", loader=None)
+    )
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def _module_at(rev: str, name: str) -> types.ModuleType:
+    source = _source_at(rev, name)
+    if source is None:
+        raise SystemExit(f"tensortune/space/{name}.py does not exist at {rev}")
+    spec = importlib.util.spec_from_loader(f"tensortune.space._{name}_base", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "tensortune.space"
-    exec(compile(source, f"{rev}:conv.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:{name}.py", "exec"), module.__dict__)
     return module
 
 
@@ -114,29 +142,20 @@ def main() -> None:
     )
     parser.add_argument("--ort", action="store_true", help="ONNX Runtime on each group too")
     parser.add_argument("--all", action="store_true", help="time layers whose defaults agree")
+    parser.add_argument(
+        "--zoo", action="append", default=[], help="a zoo layer (network/layer) instead of --model"
+    )
     args = parser.parse_args()
     if args.rounds < 2:
         parser.error(f"--rounds must be at least 2 (a ratio's noise needs two), got {args.rounds}")
     common.limit_threads(args.threads)
     target = Target.detect(num_threads=args.threads)
     old_conv = conv_module_at(args.base)
-    module, inputs = build(args.model)
-    graph, steps = lower_graph(from_onnx(export_onnx(module, inputs, "torchscript")))
-    seen: dict[str, int] = {}
-    layers: list[Lowered] = []
-    for step in steps:
-        if isinstance(step, Lowered) and step.workload.op == "conv2d":
-            if step.workload.name not in seen:
-                layers.append(step)
-            seen[step.workload.name] = seen.get(step.workload.name, 0) + 1
     extra = [json.loads(text) for text in args.config]
-    print(f"{args.model}: {len(layers)} conv tasks, {args.threads} threads, base {args.base}")
     totals: dict[str, float] = {}
-    for step in layers:
-        wl = step.workload
+    for wl, weight, values, ort in _layers(args):
         if args.only and not re.search(args.only, wl.name):
             continue
-        weight = seen[wl.name]
         ds = design_space(wl, target)
         configs = {"old": old_conv.conv_space(wl, target).default, "new": ds.default}
         for k, knobs in enumerate(extra):
@@ -146,7 +165,6 @@ def main() -> None:
         if configs["old"] == configs["new"] and not extra and not args.all:
             print(f"{label}  same default")
             continue
-        values = layer_inputs(graph, step)
         want = wl.reference(values)
         contenders = []
         for name, config in configs.items():
@@ -157,15 +175,12 @@ def main() -> None:
             timer = common.kernel_timer(kernel, [*fed, got])
             contenders.append(common.Contender(name, lambda: None, timer))
         if args.ort:
-            session, names = ort_group(graph, step, args.threads)
-            by_value = {
-                step.bindings[t.name].value: a for t, a in zip(wl.inputs, values, strict=False)
-            }
-            feed = {n: by_value[n] for n in names}
-            common.check(f"{wl.name} [ort]", session.run(None, feed)[0], want)
-            contenders.append(common.Contender("ort", lambda s=session, f=feed: s.run(None, f)))
+            run = ort()
+            common.check(f"{wl.name} [ort]", common.as_array(run()), want, rtol=1e-3)
+            contenders.append(common.Contender("ort", run))
         times = common.rounds_of(contenders, rounds=args.rounds)
         us = {n: statistics.median(t) * 1e6 for n, t in times.items()}
+        gflops = "  ".join(f"{n} {wl.flops / v / 1e3:6.1f}" for n, v in us.items())
         for n, v in us.items():
             totals[n] = totals.get(n, 0.0) + v * weight
         cells = "  ".join(f"{n} {v:8.1f}" for n, v in us.items())
@@ -173,8 +188,54 @@ def main() -> None:
             f"{n}/old {common.paired_ratio(times, n, 'old'):.2f}" for n in us if n != "old"
         )
         print(f"{label}  {cells} us  {ratios} (+-{common.noise(times, 'new', 'old'):.0%})")
-        print(f"    old {configs['old']}\n    new {configs['new']}", flush=True)
+        print(f"    GFLOP/s  {gflops}")
+        for n, config in configs.items():
+            print(f"    {n} {config}", flush=True)
     print("weighted sums (us): " + "  ".join(f"{n} {v:.0f}" for n, v in totals.items()))
+
+
+def _layers(args: argparse.Namespace) -> Iterator[tuple[Any, int, list[Any], Callable[[], Any]]]:
+    """(workload, times the model runs it, input values, a maker of ONNX Runtime's call) per
+    conv task of ``--model``, or per ``--zoo`` layer."""
+    if args.zoo:
+        print(f"zoo layers: {args.zoo}, {args.threads} threads, base {args.base}")
+        layers = zoo.by_key()
+        for key in args.zoo:
+            wl = layers[key].workload()
+            values = wl.random_inputs(0)
+            yield wl, 1, values, lambda w=wl, v=values: peers_for(w, v, args.threads)["onnxruntime"]
+        return
+    module, inputs = build(args.model)
+    graph, steps = lower_graph(from_onnx(export_onnx(module, inputs, "torchscript")))
+    seen: dict[str, int] = {}
+    layers_: list[Lowered] = []
+    for step in steps:
+        if isinstance(step, Lowered) and step.workload.op == "conv2d":
+            if step.workload.name not in seen:
+                layers_.append(step)
+            seen[step.workload.name] = seen.get(step.workload.name, 0) + 1
+    print(f"{args.model}: {len(layers_)} conv tasks, {args.threads} threads, base {args.base}")
+    for step in layers_:
+        yield (
+            step.workload,
+            seen[step.workload.name],
+            layer_inputs(graph, step),
+            _ort_call(graph, step, args.threads),
+        )
+
+
+def _ort_call(graph: Any, step: Lowered, threads: int) -> Callable[[], Callable[[], Any]]:
+    """A maker of ONNX Runtime's call on ``step``'s fused nodes, fed the layer's inputs."""
+
+    def make() -> Callable[[], Any]:
+        session, names = ort_group(graph, step, threads)
+        values = layer_inputs(graph, step)
+        inputs = zip(step.workload.inputs, values, strict=True)
+        by_value = {step.bindings[t.name].value: a for t, a in inputs}
+        feed = {n: by_value[n] for n in names}
+        return lambda: session.run(None, feed)[0]
+
+    return make
 
 
 if __name__ == "__main__":

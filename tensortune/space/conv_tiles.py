@@ -76,9 +76,17 @@ def _wide_tile(
 def _narrow_tile(
     channels: int, width: int, pixels: tuple[int, ...], lanes: int, regs: int
 ) -> tuple[int, int]:
-    """Fewer registers (AVX2): the tile feeding the most FMAs per load (``vectors*rows`` FMAs
-    per ``vectors + rows`` loads) that fits them, preferring tiles that cover the output
-    channels evenly (a ragged channel tile runs guarded)."""
+    """Fewer registers (AVX2): the tile that fits them and runs an output row in the fewest
+    cycles (``_row_cycles``), preferring tiles that cover the output channels evenly (a ragged
+    channel tile runs guarded); on a tie, the fewest tiles a row, then the most FMAs per load
+    (``vectors*rows`` FMAs per ``vectors + rows`` loads).
+
+    Counting the row's last, narrower tile is what matters on late stages: a 2x6 tile leaves a
+    1-pixel 2x1 tile on 7-wide rows, whose 2 accumulators wait on the FMA latency, and a 2x2
+    one on 14-wide rows. Zen 3 (AVX2, 2 threads, ResNet-50, paired medians of 10 rounds):
+    the 512 -> 512 3x3 at 7x7 as 1x7 1.25x faster than 2x6 (155 GFLOP/s; 2x5 1.09x, 2x4
+    0.9x), the 1024 -> 256 1x1 at 14x14 (in 256-channel blocks) as 2x5 1.14x faster than 2x6
+    (160 GFLOP/s; 2x4 1.0x, 1x7 0.93x); 28- and 56-wide rows keep 2x6."""
     options = [
         (cv, pw)
         for cv in (1, 2, 3, 4)
@@ -86,7 +94,35 @@ def _narrow_tile(
         if cv * pw + cv + 1 <= regs and (cv - 1) * lanes < channels and pw <= width
     ]
     even = [o for o in options if channels % (o[0] * lanes) == 0] or options
-    return max(even, key=lambda o: (o[0] * o[1] / (o[0] + o[1]), -_waste(width, o[1])))
+    return min(
+        even,
+        key=lambda o: (
+            _row_cycles(o[0], o[1], width) / o[0],
+            -(-width // o[1]),  # on a tie, the fewest tiles a row: fewer ends
+            -o[0] * o[1] / (o[0] + o[1]),
+        ),
+    )
+
+
+# Zen 3: two FMAs a cycle; two loads (vector or broadcast) a cycle; an FMA's sum feeds the next
+# after 4 cycles, counted as 4.5 (fitted: a tile of exactly 8 accumulators has no slack for its
+# loads and loop; with 4, 2x4 tiles would replace the 2x6 measured on 56-wide rows, and 2x4
+# ran 1.4x slower than 1x7 on 7-wide ones)
+FMAS_PER_CYCLE, FMA_LATENCY, LOADS_PER_CYCLE = 2, 4.5, 2
+
+
+def _tile_cycles(vectors: int, rows: int) -> float:
+    """Cycles of one reduction step of a ``vectors`` x ``rows`` tile: bound by its FMAs, by the
+    latency of each accumulator's chain of FMAs, or by its loads."""
+    fmas, loads = vectors * rows, vectors + rows
+    return max(fmas / FMAS_PER_CYCLE, FMA_LATENCY, loads / LOADS_PER_CYCLE)
+
+
+def _row_cycles(vectors: int, rows: int, width: int) -> float:
+    """Cycles of one reduction step over an output row of ``width`` pixels: its whole tiles
+    and the narrower one left at its end."""
+    whole, left = divmod(width, rows)
+    return whole * _tile_cycles(vectors, rows) + (_tile_cycles(vectors, left) if left else 0)
 
 
 def depthwise_default(

@@ -131,11 +131,42 @@ def test_wide_register_file_default_tile(spec: str, tile: tuple[int, int], avx51
     assert (default["vectors"], default["rows"]) == tile
 
 
-def test_narrow_register_file_keeps_its_tile() -> None:
-    """AVX2's 16 registers keep the rule measured there (2 vectors x 6 pixels on Zen 3)."""
+@pytest.mark.parametrize(
+    ("spec", "tile"),
+    [
+        ("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1", (2, 6)),  # as measured on Zen 3
+        ("conv2d:C=128,H=28,W=28,K=128,R=3,S=3,pad=1", (2, 6)),  # 28 = 6 x 4 + 4
+        ("conv2d:C=1024,H=14,W=14,K=256,R=1,S=1", (2, 5)),  # 14 = 5 + 5 + 4, not 6 + 6 + 2
+        ("conv2d:C=512,H=7,W=7,K=512,R=3,S=3,pad=1", (1, 7)),  # one tile a row, not 6 + 1
+    ],
+)
+def test_narrow_register_file_tile_leaves_no_starved_row_end(
+    spec: str, tile: tuple[int, int]
+) -> None:
+    """AVX2's 16 registers: the tile covering a row in the fewest cycles, its last, narrower
+    tile counted (a 2x1 tile's 2 accumulators wait on the FMA latency), on a tie the fewest
+    tiles a row; 2x6 where the row's end keeps enough accumulators."""
     avx2 = tt.Target.cross("avx2", num_threads=2)
-    default = design_space(tt.workload("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"), avx2).default
-    assert (default["vectors"], default["rows"]) == (2, 6)
+    default = design_space(tt.workload(spec), avx2).default
+    assert default["vector_axis"] == "channels"
+    assert (default["vectors"], default["rows"]) == tile
+
+
+def test_default_blocks_input_channels_whose_input_outgrows_l2() -> None:
+    """Blocks of input channels as many as fit half of L2 (512 KB on this target), where all of
+    them do not; none where they do, or where only blocks too short to pay would."""
+    avx2 = tt.Target.cross("avx2", num_threads=2)
+
+    def default(spec: str) -> dict:
+        return design_space(tt.workload(spec), avx2).default
+
+    assert avx2.l2_bytes == 512 * 1024
+    assert default("conv2d:C=1024,H=14,W=14,K=256,R=1,S=1")["c_block"] == 256  # 200 KB a block
+    assert default("conv2d:C=1024,H=28,W=28,K=256,R=1,S=1")["c_block"] == 0  # 128: 400 KB
+    assert default("conv2d:C=512,H=7,W=7,K=512,R=3,S=3,pad=1").get("c_block", 0) == 0  # 100 KB
+    with_epilogue = tt.workload("conv2d:C=1024,H=14,W=14,K=64,R=1,S=1,epilogue=bias+relu")
+    ds = design_space(with_epilogue, avx2)
+    assert ds.default["c_block"] == 256 and ds.space.is_valid(ds.default)  # the epilogue apart
 
 
 DEFAULT_SPECS = [
@@ -146,6 +177,8 @@ DEFAULT_SPECS = [
     "conv2d:C=9,H=13,W=13,K=9,R=3,S=3,stride=2,pad=1,groups=9,epilogue=bias+relu",  # 7-wide
     "conv2d:C=9,H=7,W=5,K=9,R=3,S=3,pad=1,groups=9",
     "conv2d:C=5,H=6,W=37,K=20,R=1,S=1,epilogue=bias+relu",  # a short reduction: columns
+    "conv2d:C=40,H=7,W=7,K=32,R=3,S=3,pad=1",  # a late stage: a row's end in a narrower tile
+    "conv2d:C=600,H=11,W=11,K=16,R=1,S=1",  # input past half of L2: blocks, 600 = 2 x 256 + 88
 ]
 
 
