@@ -138,6 +138,19 @@ LOOP = Section(
             "the run, per useful flop and divided by the parallel speedup",
             "log2 ops/flop",
         ),
+        (
+            "register_pressure",
+            "vector registers the block needs at once over the target's vector register count: "
+            "its accumulators plus one step's operands (the smaller side of the tile, its vector "
+            "loads or its broadcasts, kept live, and one register streaming the other); above 1 "
+            "the compiler spills (16 registers on AVX2, 32 on AVX-512)",
+            "ratio",
+        ),
+        (
+            "spilled_vectors",
+            "vector registers the block needs beyond the target's count (0 when it fits)",
+            "vectors",
+        ),
     ),
 )
 

@@ -56,6 +56,8 @@ LOOP_FEATURES: tuple[str, ...] = (
     "log_speedup",
     "log_vector_ops_per_flop",
     "log_memory_ops_per_flop",
+    "register_pressure",
+    "spilled_vectors",
 )
 
 #: Bytes in a cache line: what a cache moves, however few of them an access uses.
@@ -302,6 +304,8 @@ def _site_features(
         s.ops * math.prod(lp.extent for lp in s.loops) / _lanes(s) for s in (*group, *others)
     )
     memory_ops = (vector_loads + broadcasts + gathers * lanes + stores) * exec_scalar / block_size
+    live = _live_vectors(accumulators, vector_loads, broadcasts)
+    registers = max(target.vector_registers, 1)
     return [
         _log2(work / flops),
         _log2(exec_scalar / lanes),
@@ -330,7 +334,19 @@ def _site_features(
         _log2(speedup),
         _log2(vector_ops / speedup / flops),
         _log2(memory_ops / speedup / flops),
+        live / registers,
+        float(max(live - registers, 0)),
     ]
+
+
+def _live_vectors(accumulators: int, vector_loads: int, broadcasts: int) -> int:
+    """Vector registers the block needs at once: its accumulators, plus the operands of one
+    step of the register tile. An outer-product tile keeps the smaller operand side live (all
+    its vector loads, or all its broadcasts) and streams the other through one register, so
+    a tile of ``rows x vectors`` accumulators needs ``rows * vectors + min(rows, vectors) + 1``.
+    Past the target's register count the compiler spills accumulators to the stack."""
+    operands = min(vector_loads, broadcasts) + 1 if vector_loads + broadcasts else 0
+    return accumulators + operands
 
 
 def _lanes(site: _StoreSite) -> int:

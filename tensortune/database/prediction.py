@@ -33,8 +33,10 @@ NAME_FIELDS = ("workload", "target", "space", "version", "source", "model")
 class Prediction:
     """The zero-shot choice for one workload on one target.
 
-    ``source`` says where the chosen config came from ("default", "sample", or "similar
-    <workload>": the best measured config of a similar workload), ``model`` which pretrained
+    ``source`` says where the chosen config came from ("default", "sample", "similar
+    <workload>": the best measured config of a similar workload, "near ..." a step from one of
+    those, or "default (<op class> below trust bar: ...)" where the model was not trusted to
+    rank that op class), ``model`` which pretrained
     model ranked it, ``candidates`` how many configs it ranked and ``choice_seconds`` how long
     choosing took (featurising and ranking, no measurement).
     """

@@ -42,12 +42,8 @@ OP_CLASSES = (
 
 
 def op_class(wl: Workload | str) -> str:
-    """The workload's op, with depthwise convolutions (one group per channel) told apart from
-    dense ones: their loops, and so their fast schedules, differ."""
-    wl = workload(wl) if isinstance(wl, str) else wl
-    if wl.op == "conv2d" and wl.param("groups") != 1 and wl.param("groups") == wl.param("C"):
-        return "depthwise_conv2d"
-    return wl.op
+    """``Workload.op_class`` of a workload or its spec."""
+    return (workload(wl) if isinstance(wl, str) else wl).op_class
 
 
 _SMALL = (8, 16, 24, 32, 48, 64, 96, 128)

@@ -78,6 +78,13 @@ class Workload:
                 return v
         raise KeyError(f"workload {self.name} has no parameter {key!r}")
 
+    @property
+    def op_class(self) -> str:
+        """The op, with depthwise convolutions (one group per channel) told apart from dense ones:
+        their loops, and so their fast schedules and how well a cost model ranks them, differ."""
+        groups = self.param("groups") if self.op == "conv2d" else 1
+        return "depthwise_conv2d" if groups != 1 and groups == self.param("C") else self.op
+
     def with_constants(self, names: Iterable[str]) -> Workload:
         """This workload with the inputs in ``names`` constant. They join the name (the tuning
         database's key) after ``CONSTANTS_MARK``, so records timed with the weights packed on

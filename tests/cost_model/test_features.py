@@ -123,3 +123,22 @@ def test_a_column_walked_down_costs_a_cache_line_per_element(avx512_target: Targ
     inner = TRANSFERABLE_FEATURES.index("log_bytes_inner")
     # the output read and written (one line), the broadcast input (one), 16 lines of weights
     assert x[1, inner] == pytest.approx(np.log2((1 + 1 + 16) * 64))
+
+
+def test_register_pressure_counts_the_tiles_live_vectors_against_the_targets_registers(
+    avx512_target: Target,
+) -> None:
+    """A 6x2 tile keeps 12 accumulators, its 2 vectors of B and 1 broadcast of A live: 15
+    registers, of 32 on AVX-512 and 16 on AVX2. An 8x2 tile (19) spills 3 on AVX2, where the
+    template's own constraint forbids it; its build, without the constraint, still makes it."""
+    avx2 = Target.cross("avx2", num_threads=2)
+    wl = tt.workload("matmul:M=64,N=64,K=64")
+    rows = []
+    for target, mr in ((avx512_target, 6), (avx2, 6), (avx2, 8)):
+        built = design_space(wl, target)
+        free = DesignSpace(wl, target, SearchSpace(built.space.knobs), built.build, built.default)
+        rows.append(LoopNestFeatures(free)([tile(free, mr=mr, nr_vectors=2)])[0])
+    x = np.array(rows)
+    np.testing.assert_array_equal(x[:, column("accumulator_vectors")], [12, 12, 16])
+    np.testing.assert_allclose(x[:, column("register_pressure")], [15 / 32, 15 / 16, 19 / 16])
+    np.testing.assert_array_equal(x[:, column("spilled_vectors")], [0, 0, 3])

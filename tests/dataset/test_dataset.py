@@ -89,6 +89,12 @@ def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, t
     path, meta = train_pretrained(records, "lgbm-rank", tmp_path / "prior.json")
     assert meta["workloads"] == 2  # the held-out dense layer is not trained on
     assert meta["records"] == 24 and meta["records_per_op_class"] == {"matmul": 12, "softmax": 12}
+    held_out = meta["held_out"]  # the held-out dense layer: one workload, one op class
+    assert list(held_out["per_op_class"]) == ["dense"]
+    assert held_out["per_op_class"]["dense"] == {
+        key: held_out[key] for key in ("workloads", "pairwise_accuracy", "top5_score")
+    }
+    assert held_out["workloads"] == 1 and 0 <= held_out["pairwise_accuracy"] <= 1
     model = load_pretrained(path)
     assert model is not None and pretrained_meta(path)["records"] == 24
     data = feature_set(groups_of(records), records)

@@ -9,12 +9,13 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import tensortune as tt
-from tensortune.cost_model import get_cost_model
+from tensortune.cost_model import CostModel, get_cost_model
 from tensortune.cost_model import pretrained as pretrained_module
 from tensortune.cost_model.features import transferable_features
 from tensortune.cost_model.pretrained import load_pretrained, save_pretrained
@@ -50,8 +51,12 @@ def trained(tmp_path_factory: pytest.TempPathFactory, target: Target) -> tuple[P
             )  # fmt: skip
     model = get_cost_model("lgbm-rank").fit(features, costs)
     path = folder / "prior.json"
-    save_pretrained(model, path, meta={"trained_on": TRAIN})
+    save_pretrained(model, path, meta={"trained_on": TRAIN, "held_out": TRUSTED})
     return db, path
+
+
+#: A held-out check that trusts a model for matmul (the op of TRAIN and UNSEEN).
+TRUSTED = {"pairwise_accuracy": 0.9, "per_op_class": {"matmul": {"pairwise_accuracy": 0.9}}}
 
 
 @pytest.fixture
@@ -59,6 +64,7 @@ def prior(trained: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path:
     """The trained prior as the package's model; returns a copy of the training database."""
     db, path = trained
     monkeypatch.setattr(zero_shot, "pretrained_model", lambda: load_pretrained(path))
+    monkeypatch.setattr(zero_shot, "pretrained_held_out", lambda: TRUSTED)
     copy = tmp_path / "tuning.db"
     shutil.copy(db, copy)
     return copy
@@ -194,3 +200,44 @@ def test_the_shipped_model_chooses_only_as_far_as_its_held_out_check_allows(
             assert (zero_shot.pretrained_model() is not None) is trusted
     finally:
         zero_shot.pretrained_model.cache_clear()
+
+
+class _LastFirst(CostModel):
+    """Scores candidates in their order, so the last one ranked wins: never the default, which
+    ``choose`` ranks first."""
+
+    def _fit(self, features: np.ndarray, costs: np.ndarray, groups: np.ndarray) -> None:
+        """Nothing to learn."""
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        return np.arange(len(features), dtype=np.float64)
+
+    def _get_state(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def _from_state(cls, state: dict[str, Any]) -> _LastFirst:
+        return cls()
+
+
+@pytest.mark.parametrize(
+    ("per_op_class", "reason"),
+    [
+        ({"matmul": {"pairwise_accuracy": 0.9}}, None),
+        ({"matmul": {"pairwise_accuracy": 0.6}}, "matmul below trust bar: held-out pairwise 0.600"),
+        ({"dense": {"pairwise_accuracy": 0.9}}, "matmul below trust bar: no held-out figure"),
+    ],
+)
+def test_an_op_class_below_the_trust_bar_keeps_the_default(
+    target: Target, per_op_class: dict, reason: str | None
+) -> None:
+    """The model picks only for an op class whose held-out accuracy passed the bar; elsewhere
+    the default stays, and the prediction says why."""
+    ds = design_space(tt.workload(UNSEEN), target)
+    held_out = {"pairwise_accuracy": 0.9, "per_op_class": per_op_class}
+    found = zero_shot.choose(ds, _LastFirst(), None, str(target), held_out)
+    if reason is None:
+        assert found.config != ds.default and found.candidates > 1
+    else:
+        assert found.config == ds.default and found.candidates == 1
+        assert found.source.startswith(f"default ({reason}")
