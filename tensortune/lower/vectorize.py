@@ -1,7 +1,8 @@
 """Pass ``vectorize``: each vectorized loop becomes one the C printer can emit as vector code.
 
 - A reduction over ``for r: for v (vectorized)`` into one element gets a vector accumulator: a
-  register buffer of ``lanes`` elements summed across ``r``, its lanes combined once at the end.
+  register buffer of ``lanes`` elements summed across ``r``, its lanes combined once at the end;
+  several such vector loops in ``r`` (an unrolled tile of dot products) get one each.
   With a tail (``if g: X[c] = X[c] op f``) the lanes that are off add the identity instead.
 - Guards (tails, padding) inside a vectorized loop are tested at its first and last lane: the
   conditions are affine, so when both hold the whole vector is in range and the vector loop runs
@@ -24,7 +25,7 @@ from ..ir.conditions import conjunction, conjuncts, split_conjuncts
 from ..ir.nodes import Allocate, Buffer, Comment, For, IfThen, Seq, Stmt, Store, seq
 from ..ir.printer import format_expr
 from ..ir.simplify import Ranges, flat_offset, linear_coeff, simplify
-from ..ir.visit import stmt_children, with_stmt_children
+from ..ir.visit import map_exprs, stmt_children, with_stmt_children
 from ..te import expr as E
 from .facts import Facts
 from .masks import maskable, some_lane
@@ -47,9 +48,7 @@ def _go(s: Stmt, ranges: dict, in_registers: bool, masked: bool) -> Stmt:
         case For(var, extent, "vectorized"):
             return _vector_loop(s, ranges, in_registers, masked)
         case For(var, extent, kind, body, comment):
-            acc = _accumulate(s, ranges) if kind == "serial" else None
-            if acc is None and kind == "serial" and masked:
-                acc = _guarded_accumulate(s, ranges, in_registers)
+            acc = _accumulate(s, ranges, in_registers, masked) if kind == "serial" else None
             if acc is not None:
                 return acc
             inner = _go(body, {**ranges, var: extent}, in_registers, masked)
@@ -69,93 +68,93 @@ def reduction(value: E.Expr, buf) -> tuple[str, E.Expr] | None:
     return None
 
 
-def _guarded_accumulate(s: For, ranges: dict, in_registers: bool) -> Stmt | None:
-    """``for r: for v: if g(r, v): X[c] = X[c] op f`` (a reduction with a tail) as the vector
-    accumulator of ``X[c] = X[c] op select(g, f, identity)``: the lanes that are off add the
-    identity, and the tail of the update loop is masked. Tests that depend on neither ``r``
-    nor ``v`` stay an ``if`` around it all (they may guard ``X[c]`` itself)."""
-    inner = s.body
-    if not (
-        isinstance(inner, For)
-        and inner.kind == "vectorized"
-        and isinstance(inner.body, IfThen)
-        and inner.body.orelse is None
-        and isinstance(inner.body.body, Store)
-        and not any(isinstance(n, E.TensorRead) for n in E.walk(inner.body.cond))
+def _accumulate(s: For, ranges: dict, in_registers: bool, masked: bool) -> Stmt | None:
+    """``for r: for v (vectorized): X[c] = X[c] op f(r, v)`` with a vector accumulator whose
+    lanes are combined into ``X[c]`` once, after the loop. Several such vector loops in a row (a
+    tile unrolled into them: the rows of a matrix-vector product) get an accumulator each,
+    updated in one vector loop: their chains of ``op`` overlap, and one tail test serves all.
+
+    With a tail (``if g(r, v): X[c] = ...``, when ``masked``) the lanes that are off add the
+    identity and the update loop gets a fast path and a masked tail. Tests that depend on
+    neither ``r`` nor ``v`` stay an ``if`` around it all (they may guard ``X[c]`` itself)."""
+    body = s.body.stmts if isinstance(s.body, Seq) else (s.body,)
+    loops = [x for x in body if isinstance(x, For) and x.kind == "vectorized"]
+    if not loops or len(loops) != len(body):
+        return None
+    lanes, v = loops[0].extent, loops[0].var
+    if lanes not in ACCUMULATOR_WIDTHS or any(x.extent != lanes for x in loops):
+        return None
+    inside = {**ranges, s.var: s.extent, v: lanes}
+    updates = []
+    for x in loops:
+        u = _update(x, s.var, v, inside, masked)
+        if u is None:
+            return None
+        updates.append(u)
+    dt, outer = updates[0][0].buffer.dtype, updates[0][3]
+    targets = {st.buffer for st, _, _, _ in updates}
+    if any(st.buffer.dtype != dt or o != outer for st, _, _, o in updates) or any(
+        isinstance(n, E.TensorRead) and n.tensor in targets  # read before the sums land
+        for _, _, rest, _ in updates
+        for n in E.walk(rest)
     ):
         return None
-    st, loop_vars = inner.body.body, {s.var, inner.var}
-    red = reduction(st.value, st.buffer)
-    if red is None:
+    many = len(updates) > 1
+    shape = (len(updates), lanes) if many else (lanes,)
+    acc = Buffer(f"{updates[0][0].buffer.name}_acc", shape, dt, "register")
+
+    def at(t: int, lane: E.Var) -> tuple[E.Expr, ...]:
+        return (E.const(t), lane) if many else (lane,)
+
+    v0, v2 = E.Var(v.name), E.Var(v.name)
+    init, step, combine = [], [], []
+    for t, (st, op, rest, _) in enumerate(updates):
+        here = E.TensorRead(st.buffer, st.indices)
+        init.append(
+            For(
+                v0, lanes, "vectorized", Store(acc, at(t, v0), E.reduce_identity(COMBINERS[op], dt))
+            )
+        )
+        step.append(Store(acc, at(t, v), E.Binary(op, E.TensorRead(acc, at(t, v)), rest, dt)))
+        combine.append(
+            For(
+                v2,
+                lanes,
+                "vectorized",
+                Store(st.buffer, st.indices, E.Binary(op, here, E.TensorRead(acc, at(t, v2)), dt)),
+            )
+        )
+    update = For(s.var, s.extent, "serial", For(v, lanes, "vectorized", seq(step)))
+    done: Stmt = Allocate(acc, seq([*init, update, *combine]))
+    if any(isinstance(x.body, IfThen) for x in loops):  # a tail: a fast path and a masked tail
+        done = _go(done, ranges, in_registers, True)
+    return IfThen(conjunction(outer), done) if outer else done
+
+
+def _update(
+    x: For, r: E.Var, v: E.Var, inside: dict, masked: bool
+) -> tuple[Store, str, E.Expr, list[E.Expr]] | None:
+    """One vector loop ``_accumulate`` takes, its lane renamed ``v``: ``(the store into X[c],
+    op, what each step adds, the tests that depend on neither r nor v)``, or None when it does
+    not update one element outside registers."""
+    body = x.body if x.var is v else map_exprs(x.body, lambda e: E.substitute(e, {x.var: v}))
+    cond = None
+    if isinstance(body, IfThen) and body.orelse is None and masked:
+        cond, body = body.cond, body.body
+    if not isinstance(body, Store) or body.buffer.scope == "register":
         return None
-    outer, lane = split_conjuncts(inner.body.cond, loop_vars)
-    if not lane:
+    red = reduction(body.value, body.buffer)
+    if red is None or E.free_vars(flat_offset(body.buffer, body.indices, inside)) & {r, v}:
         return None
     op, rest = red
-    dt = st.buffer.dtype
+    if cond is None:
+        return body, op, rest, []
+    outer, lane = split_conjuncts(cond, {r, v})
+    if not lane or any(isinstance(n, E.TensorRead) for n in E.walk(cond)):
+        return None
+    dt = body.buffer.dtype
     kept = E.Select(conjunction(lane), rest, E.reduce_identity(COMBINERS[op], dt), dt)
-    value = E.Binary(op, E.TensorRead(st.buffer, st.indices), kept, dt)
-    body = For(inner.var, inner.extent, "vectorized", Store(st.buffer, st.indices, value))
-    plain = For(s.var, s.extent, s.kind, body, s.comment)
-    acc = _accumulate(plain, ranges)
-    if acc is None:
-        return None
-    acc = _go(acc, ranges, in_registers, True)  # the update loop: a fast path and a masked tail
-    return IfThen(conjunction(outer), acc) if outer else acc
-
-
-def _accumulate(s: For, ranges: dict) -> Stmt | None:
-    """``for r: for v (vectorized): X[c] = X[c] op f(r, v)`` with a vector accumulator."""
-    inner = s.body
-    if not (
-        isinstance(inner, For)
-        and inner.kind == "vectorized"
-        and inner.extent in ACCUMULATOR_WIDTHS
-        and isinstance(inner.body, Store)
-        and inner.body.buffer.scope != "register"
-    ):
-        return None
-    st, lanes = inner.body, inner.extent
-    inside = {**ranges, s.var: s.extent, inner.var: lanes}
-    red = reduction(st.value, st.buffer)
-    if red is None or E.free_vars(flat_offset(st.buffer, st.indices, inside)) & {s.var, inner.var}:
-        return None
-    op, rest = red
-    dt = st.buffer.dtype
-    acc = Buffer(f"{st.buffer.name}_acc", (lanes,), dt, "register")
-    v0, v2 = E.Var(inner.var.name), E.Var(inner.var.name)
-    here = E.TensorRead(st.buffer, st.indices)
-    return Allocate(
-        acc,
-        seq(
-            [
-                For(
-                    v0, lanes, "vectorized", Store(acc, (v0,), E.reduce_identity(COMBINERS[op], dt))
-                ),
-                For(
-                    s.var,
-                    s.extent,
-                    "serial",
-                    For(
-                        inner.var,
-                        lanes,
-                        "vectorized",
-                        Store(
-                            acc,
-                            (inner.var,),
-                            E.Binary(op, E.TensorRead(acc, (inner.var,)), rest, dt),
-                        ),
-                    ),
-                ),
-                For(
-                    v2,
-                    lanes,
-                    "vectorized",
-                    Store(st.buffer, st.indices, E.Binary(op, here, E.TensorRead(acc, (v2,)), dt)),
-                ),
-            ]
-        ),
-    )
+    return body, op, kept, outer
 
 
 def _vector_loop(s: For, ranges: dict, in_registers: bool, masked: bool) -> Stmt:

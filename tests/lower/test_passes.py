@@ -145,3 +145,9 @@ def test_a_register_tile_wider_than_its_row_keeps_rows_of_whole_vectors(n, width
     a = np.random.default_rng(n).uniform(-1, 1, (4, 5)).astype(np.float32)
     b = np.random.default_rng(n + 1).uniform(-1, 1, (5, n)).astype(np.float32)
     np.testing.assert_allclose(compile(C, s)(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_vectorize_keeps_a_serial_loop_with_an_empty_body():
+    # a schedule can leave a loop whose body lowering emptied (hypothesis found one in a conv)
+    loop = For(Var("r"), 4, "serial", seq([]))
+    assert vectorize(loop) == loop
