@@ -40,11 +40,10 @@ from .conv_tiles import channel_default, depthwise_default, nhwc_default, tile_w
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
-    apply_common,
     column_operand,
     common_knobs,
+    finish,
     lanes_for,
-    schedule_simple,
     vector_columns,
     vector_registers,
     window_stage,
@@ -163,11 +162,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
             if config["parallel_fuse"]:
                 outer = s.fuse(host, leaves[1], leaves[2])
             s.parallel(host, outer)
-        for other in s.stages:
-            if other.attach == ("root",) and other.name not in (name, host):
-                schedule_simple(s, other, config["lanes"], target.num_threads > 1)
-        apply_common(s, config)
-        return s
+        return finish(s, config, config["lanes"], target.num_threads > 1, (name, host))
 
     lanes_d, vectors_d = tile_width(ext[col], lane_choices)
     # channels of a grouped NCHW conv (each its own input plane) per tile: at least 14 vector

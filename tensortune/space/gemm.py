@@ -24,12 +24,11 @@ from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
-    apply_common,
     column_operand,
     common_knobs,
+    finish,
     inline_injective,
     lanes_for,
-    schedule_simple,
     split_vectorize,
     vector_columns,
     vector_registers,
@@ -101,11 +100,7 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
             _dot(s, st.name, (i_name, j_name, k_name), lanes, config, target)
         else:
             _tile(s, st.name, (i_name, j_name, k_name), (b_name, b_axis), lanes, config, target)
-        for other in s.stages:
-            if other.attach == ("root",) and other.name not in (st.name, f"{b_name}_pack"):
-                schedule_simple(s, other, lanes, target.num_threads > 1)
-        apply_common(s, config)
-        return s
+        return finish(s, config, lanes, target.num_threads > 1, (st.name, f"{b_name}_pack"))
 
     # A few rows of output (GEMV, decode): a 1-row tile over four vectors of columns, B read
     # from panels packed once when it is a constant (before the calls: free per call), in place

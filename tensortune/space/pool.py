@@ -26,10 +26,9 @@ from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
-    apply_common,
     common_knobs,
+    finish,
     lanes_for,
-    schedule_simple,
     vector_columns,
     vector_registers,
     window_stage,
@@ -98,11 +97,7 @@ def pool_space(wl: Workload, target: Target) -> DesignSpace:
             loops = [n_, *outer] if ext[n_] > 1 else outer
             par = s.fuse(name, loops[0], loops[1]) if config["parallel_fuse"] else loops[0]
             s.parallel(name, par)
-        for other in s.stages:
-            if other.attach == ("root",) and other.name != name:
-                schedule_simple(s, other, config["lanes"], target.num_threads > 1)
-        apply_common(s, config)
-        return s
+        return finish(s, config, config["lanes"], target.num_threads > 1, (name,))
 
     lanes_d = max(x for x in lane_choices if x <= max(ext[col], lane_choices[0]))
     row_d = next(iter(row_axes))

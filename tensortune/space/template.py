@@ -61,6 +61,18 @@ def apply_common(s: Schedule, config: Config) -> None:
     s.annotate("opt_level", config.get("opt_level", "O3"))
 
 
+def finish(
+    s: Schedule, config: Config, lanes: int, parallel: bool, placed: tuple[str, ...] = ()
+) -> Schedule:
+    """``s`` with every root stage a template did not place itself (``placed``) scheduled
+    simply, and the knobs every space shares applied: how each template's build ends."""
+    for st in s.stages:
+        if st.attach == ("root",) and st.name not in placed:
+            schedule_simple(s, st, lanes, parallel)
+    apply_common(s, config)
+    return s
+
+
 def split_vectorize(s: Schedule, stage: str, loop: str, extent: int, lanes: int) -> None:
     """Vectorize the innermost ``loop``: exactly if it is ``lanes`` wide, else split it first."""
     if extent == lanes:
@@ -139,12 +151,7 @@ def generic_space(wl: Workload, target: Target) -> DesignSpace:
         s = Schedule(wl.outputs)
         if config["inline"]:
             inline_injective(s)
-        parallel = config["parallel"] and target.num_threads > 1
-        for st in s.stages:
-            if st.attach == ("root",):
-                schedule_simple(s, st, config["lanes"], parallel)
-        apply_common(s, config)
-        return s
+        return finish(s, config, config["lanes"], config["parallel"] and target.num_threads > 1)
 
     default = {"inline": True, "parallel": True, "lanes": knobs[2].choices[-1], "opt_level": "O3"}
     return DesignSpace(wl, target, SearchSpace(knobs), build, default)
@@ -158,6 +165,7 @@ __all__ = [
     "SearchSpace",
     "apply_common",
     "common_knobs",
+    "finish",
     "generic_space",
     "inline_injective",
     "lanes_for",
