@@ -45,7 +45,6 @@ from .template import (
     finish,
     lanes_for,
     vector_columns,
-    vector_registers,
     window_stage,
 )
 
@@ -55,7 +54,7 @@ C_BLOCKS = (0, 32, 128, 256)
 
 def conv_space(wl: Workload, target: Target) -> DesignSpace:
     lanes = lanes_for(target)
-    regs = vector_registers(target)
+    regs = target.vector_registers
     main, layout, (n_, a1, a2, a3), ext = window_stage(wl, "conv2d")
     # (row-tile axis, vector axis): NCHW tiles channels x columns, NHWC columns x channels
     row, col = (a1, a3) if layout == "NCHW" else (a2, a3)

@@ -31,7 +31,6 @@ from .template import (
     lanes_for,
     split_vectorize,
     vector_columns,
-    vector_registers,
 )
 
 DOT_MAX_ROWS = 32
@@ -45,7 +44,7 @@ def _main_stage(s: Schedule, tags: tuple[str, ...]):
 
 def gemm_space(wl: Workload, target: Target) -> DesignSpace:
     lanes = lanes_for(target)
-    regs = vector_registers(target)
+    regs = target.vector_registers
     probe = Schedule(wl.outputs)
     main = _main_stage(probe, ("matmul", "dense", "batch_matmul"))
     spatial = [a.name for a in main.axes]

@@ -24,15 +24,7 @@ from ..schedule import Schedule
 from ..target import Target
 from ..workload import Workload
 from .space import Config, Constraint, Knob, SearchSpace
-from .template import (
-    DesignSpace,
-    common_knobs,
-    finish,
-    lanes_for,
-    vector_columns,
-    vector_registers,
-    window_stage,
-)
+from .template import DesignSpace, common_knobs, finish, lanes_for, vector_columns, window_stage
 
 # each input read this often or more: materialise the pad (3x3 stride 1: 9 reads; stride 2: 2.25)
 READS_TO_MATERIALISE_PAD = 4
@@ -40,7 +32,7 @@ READS_TO_MATERIALISE_PAD = 4
 
 def pool_space(wl: Workload, target: Target) -> DesignSpace:
     lanes = lanes_for(target)
-    regs = vector_registers(target)
+    regs = target.vector_registers
     _, layout, (n_, a1, a2, a3), ext = window_stage(wl, "pool")
     # the vector axis is innermost in memory; rows tile one of the two axes outside it
     col = a3

@@ -47,11 +47,6 @@ def lanes_for(target: Target, dtype: str = "float32") -> int:
     return max(4, target.lanes(dtype))
 
 
-def vector_registers(target: Target) -> int:
-    """Architectural vector registers: what a register tile may hold (the target's table)."""
-    return target.vector_registers
-
-
 def common_knobs() -> list[Knob]:
     """Code-generation flags every template exposes."""
     return [Knob("opt_level", ("O2", "O3"))]
@@ -172,6 +167,5 @@ __all__ = [
     "schedule_simple",
     "split_vectorize",
     "vector_columns",
-    "vector_registers",
     "window_stage",
 ]
