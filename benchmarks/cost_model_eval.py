@@ -65,7 +65,7 @@ from tensortune.dataset import (
     target_of,
     training_records,
 )
-from tensortune.dataset.train import FeatureCache, FeatureSet, pretrain_model
+from tensortune.dataset.train import FeatureCache, FeatureSet, out_of_fold_scores
 from tensortune.space.registry import design_space
 from tensortune.target import cpu_family_model
 from tensortune.workload.zoo import layers
@@ -149,32 +149,12 @@ def cv_units(data: FeatureSet, by: str) -> list[str]:
     return [family.get(group.key[0], group.key[0]) for group in data.info]
 
 
-def workload_folds(data: FeatureSet, k: int, by: str = "workload") -> np.ndarray:
-    """A fold per row: the units (``cv_units``) of each op class dealt round-robin over ``k``
-    folds (in name order, continuing from class to class), so every fold holds whole workloads
-    (or families) of most classes."""
-    units = cv_units(data, by)
-    first: dict[str, str] = {}
-    for unit, group in zip(units, data.info, strict=True):
-        first.setdefault(unit, group.op_class)
-    order = sorted(first, key=lambda u: (first[u], u))
-    fold = {unit: i % k for i, unit in enumerate(order)}
-    return np.array([fold[units[g]] for g in data.groups])
-
-
 def cross_validate(
     name: str, data: FeatureSet, k: int, seed: int, by: str = "workload"
 ) -> dict[str, Any]:
     """Grouped ``k``-fold cross-validation of model ``name`` (``pretrain_model``) over ``data``:
     every workload is scored by a model trained on the other folds' workloads (or families)."""
-    folds = workload_folds(data, k, by)
-    scores = np.full(len(data.costs), np.nan)
-    for f in range(k):
-        train, test = folds != f, folds == f
-        if train.any() and test.any():
-            model = pretrain_model(name, seed)
-            model.fit(data.features[train], data.costs[train], data.groups[train])
-            scores[test] = model.predict(data.features[test])
+    scores = out_of_fold_scores(data, name, k, seed, cv_units(data, by))
     rows: dict[str, list[tuple[int, dict[str, float]]]] = {}
     for gid, group in enumerate(data.info):
         mask = data.groups == gid

@@ -59,14 +59,14 @@ def held_out() -> list[str]:
     return held_out_workloads()
 
 
-def run(spec: str, model, held_out: dict, db: Path, args: argparse.Namespace) -> dict:
+def run(spec: str, model, meta: dict, db: Path, args: argparse.Namespace) -> dict:
     """One workload's row: zero-shot speed relative to each contender, and the choice time."""
     wl = tt.workload(spec)
     target = tt.Target.detect(num_threads=args.threads)
     ds = design_space(wl, target)
     start = time.perf_counter()
     with open_database(db) as database:  # similar workloads tuned earlier in this run count
-        prediction = zero_shot.choose(ds, model, database, str(target), held_out)
+        prediction = zero_shot.choose(ds, model, database, str(target), meta)
     choice = time.perf_counter() - start
     result = tt.tune(wl, trials=args.trials, db=db, target=target)
     tuned, _ = tuned_schedule(wl, db, target)
@@ -141,7 +141,7 @@ def main() -> None:
     model = load_pretrained(args.model)
     if model is None:
         raise SystemExit("no pretrained model loads: pass --model FILE (see save_pretrained)")
-    check = (pretrained_meta(args.model) or {}).get("held_out") or {}
+    meta = pretrained_meta(args.model) or {}
     common.limit_threads(args.threads)
     db = args.db or Path(tempfile.mkdtemp(prefix="zero_shot_")) / "tuning.db"
     print(f"model {args.model or PRETRAINED_PATH}; {args.trials} trials; database {db}")
@@ -149,7 +149,7 @@ def main() -> None:
     rows: dict[str, dict] = {}
     for spec in specs:
         print(spec)
-        rows[spec] = run(spec, model, check, db, args)
+        rows[spec] = run(spec, model, meta, db, args)
     print(
         f"\n{'workload':70s} {'÷ default':>15s} {'÷ tuned best':>15s} {'÷ fastest peer':>15s} "
         f"{'choice':>7s}"

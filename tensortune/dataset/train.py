@@ -118,20 +118,18 @@ def feature_set(
     return FeatureSet(np.vstack(xs), np.concatenate(ys), np.concatenate(gs), kept)
 
 
-def held_out_check(model: CostModel, held: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """How well ``model`` ranks the configs of the held-out families' workloads (never trained
-    on): the mean pairwise accuracy and top-5 score over workloads, weighted by configs, overall
-    and per op class (``per_op_class``). A zero-shot compile trusts the model only as far as
-    this says (``tuning.zero_shot``): an op class it ranks worse than the bar keeps the default."""
+def ranking_check(data: FeatureSet, scores: np.ndarray) -> dict[str, Any]:
+    """How well ``scores`` rank each group's configs of ``data``: the mean pairwise accuracy and
+    top-5 score over groups, weighted by configs, overall and per op class (``per_op_class``).
+    Groups without scores (NaN: no model scored them) are left out."""
     rows: list[tuple[str, int, dict[str, float]]] = []
-    if held:
-        data = feature_set(groups_of(held), held)
-        scores = model.predict(data.features)
-        for gid, group in enumerate(data.info):
-            mask = data.groups == gid
-            metrics = ranking_metrics(scores[mask], data.costs[mask])
-            if mask.sum() >= 2 and not math.isnan(metrics["pairwise_accuracy"]):
-                rows.append((group.op_class, int(mask.sum()), metrics))
+    for gid, group in enumerate(data.info):
+        mask = data.groups == gid
+        if np.isnan(scores[mask]).any():
+            continue
+        metrics = ranking_metrics(scores[mask], data.costs[mask])
+        if mask.sum() >= 2 and not math.isnan(metrics["pairwise_accuracy"]):
+            rows.append((group.op_class, int(mask.sum()), metrics))
 
     def summary(chosen: Sequence[tuple[str, int, dict[str, float]]]) -> dict[str, Any]:
         def mean(name: str) -> float | None:
@@ -151,6 +149,67 @@ def held_out_check(model: CostModel, held: Sequence[dict[str, Any]]) -> dict[str
         **summary(rows),
         "per_op_class": {c: summary([r for r in rows if r[0] == c]) for c in classes},
     }
+
+
+def held_out_check(model: CostModel, held: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How well ``model`` ranks the configs of the held-out families' workloads (never trained
+    on), as ``ranking_check`` reports it. A zero-shot compile trusts the model only as far as
+    this says (``tuning.zero_shot``): an op class it ranks worse than the bar keeps the default."""
+    if not held:
+        return ranking_check(FeatureSet(np.zeros((0, 0)), np.zeros(0), np.zeros(0)), np.zeros(0))
+    data = feature_set(groups_of(held), held)
+    return ranking_check(data, model.predict(data.features))
+
+
+#: Folds and model seed of the cross-validation ``train_pretrained`` stores with the model: the
+#: trust figure of an op class that no held-out family tests (``tuning.zero_shot``). Fixed, so
+#: the figure is reproducible; five folds cost five more fits on 80% of the rows each.
+CV_FOLDS = 5
+CV_SEED = 0
+
+
+def workload_folds(data: FeatureSet, k: int, units: Sequence[str] | None = None) -> np.ndarray:
+    """A fold in ``0..k-1`` per row: the units of each op class (each group's workload, or the
+    given ``units``, one per group, e.g. its network family) dealt round-robin over ``k`` folds
+    in name order, continuing from class to class, so every fold holds whole units of most
+    classes and a workload's groups on several targets and CPUs always share a fold."""
+    units = [g.key[0] for g in data.info] if units is None else list(units)
+    first: dict[str, str] = {}
+    for unit, group in zip(units, data.info, strict=True):
+        first.setdefault(unit, group.op_class)
+    order = sorted(first, key=lambda u: (first[u], u))
+    fold = {unit: i % k for i, unit in enumerate(order)}
+    return np.array([fold[units[g]] for g in data.groups], dtype=np.int64)
+
+
+def out_of_fold_scores(
+    data: FeatureSet, model: str, k: int, seed: int, units: Sequence[str] | None = None
+) -> np.ndarray:
+    """Every row's score by a fresh ``model`` (``pretrain_model``) trained on the other folds
+    (``workload_folds``): predictions for workloads the model never saw, from training data."""
+    folds = workload_folds(data, k, units)
+    scores = np.full(len(data.costs), np.nan)
+    for f in range(k):
+        train, test = folds != f, folds == f
+        if train.any() and test.any():
+            fitted = pretrain_model(model, seed).fit(
+                data.features[train], data.costs[train], data.groups[train]
+            )
+            scores[test] = fitted.predict(data.features[test])
+    return scores
+
+
+def cross_validated_check(
+    data: FeatureSet, model: str, k: int = CV_FOLDS, seed: int = CV_SEED
+) -> dict[str, Any]:
+    """``ranking_check`` of ``model``'s out-of-fold scores over the training groups ``data``
+    (``k`` workload-grouped folds, fewer when there are fewer workloads; none below two)."""
+    folds = min(k, len({g.key[0] for g in data.info}))
+    if folds < 2:
+        folds, scores = 0, np.full(len(data.costs), np.nan)
+    else:
+        scores = out_of_fold_scores(data, model, folds, seed)
+    return {"folds": folds, "seed": seed, **ranking_check(data, scores)}
 
 
 def training_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -225,6 +284,7 @@ def train_pretrained(
         "targets": sorted({g.key[1] for g in data.info}),
         "date": datetime.date.today().isoformat(),
         "held_out": held_out_check(fitted, held),
+        "cross_validated": cross_validated_check(data, model),
     }
     out = Path(PRETRAINED_PATH if path is None else path)
     save_pretrained(fitted, out, meta=meta)

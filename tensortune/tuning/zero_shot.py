@@ -16,10 +16,12 @@ about two seconds, and a faster machine ranks more of the sample. The choice can
 differ between runs, which is why it is recorded (``Prediction``) and reused rather than made
 again; ``benchmarks/zero_shot.py`` prints what it takes.
 
-A model is trusted per op class: where it ranked the held-out families' configs of the workload's
-op class below ``MIN_HELD_OUT_ACCURACY`` when it was trained (its file's
-``meta["held_out"]["per_op_class"]``), or where no held-out workload of the class tested it, the
-template default is kept and the Prediction's ``source`` says why. Trusted overall, a prior
+A model is trusted per op class, by how well it ranked configs of workloads it never saw when it
+was trained (its file's meta): the held-out families' workloads of the class
+(``meta["held_out"]["per_op_class"]``) where any tested it, else the training workloads of the
+class scored by cross-validation (``meta["cross_validated"]["per_op_class"]``: out-of-fold, whole
+workloads held out). Below ``MIN_HELD_OUT_ACCURACY``, or with neither figure, the template
+default is kept and the Prediction's ``source`` says which figure decided. Trusted overall, a prior
 that ranked depthwise convolutions at 0.70 picked a kernel at 0.87 of the default's speed for a
 MobileNet-V2 layer, and, replayed on the held-out workloads' measured configs, configs that had
 timed out; keeping the default for such a class removed every held-out pick more than 5% slower
@@ -84,24 +86,34 @@ def pretrained_model() -> CostModel | None:
     return model
 
 
+#: The ranking checks in a model file's meta that may decide an op class's trust, in order of
+#: precedence, with their names in a Prediction's ``source``.
+_CHECKS = {"held_out": "held-out", "cross_validated": "cross-validated"}
+
+
 @functools.cache
-def pretrained_held_out() -> dict[str, Any]:
-    """The package model's held-out check (its file's ``meta["held_out"]``), read once."""
-    return dict((pretrained_meta() or {}).get("held_out") or {})
+def package_model_meta() -> dict[str, Any]:
+    """The package model's file's meta (where its ranking checks are), read once."""
+    return dict(pretrained_meta() or {})
 
 
-def untrusted_class(op_class: str, held_out: Mapping[str, Any]) -> str | None:
-    """Why a model with this held-out check must not choose for ``op_class`` (its held-out
-    pairwise accuracy is missing or below ``MIN_HELD_OUT_ACCURACY``), or None if it may."""
-    accuracy = (held_out.get("per_op_class", {}).get(op_class) or {}).get("pairwise_accuracy")
-    if accuracy is None:
-        return f"default ({op_class} below trust bar: no held-out figure for it)"
-    if accuracy < MIN_HELD_OUT_ACCURACY:
-        return (
-            f"default ({op_class} below trust bar: held-out pairwise {accuracy:.3f} < "
-            f"{MIN_HELD_OUT_ACCURACY})"
-        )
-    return None
+def untrusted_class(op_class: str, meta: Mapping[str, Any]) -> str | None:
+    """Why a model with this file meta must not choose for ``op_class``, or None if it may: the
+    first of its ranking checks (``meta["held_out"]``, then ``meta["cross_validated"]``) with a
+    pairwise accuracy for the class decides (below ``MIN_HELD_OUT_ACCURACY``: not trusted);
+    with neither, the model is not trusted either."""
+    for name, label in _CHECKS.items():
+        per_class = (meta.get(name) or {}).get("per_op_class") or {}
+        accuracy = (per_class.get(op_class) or {}).get("pairwise_accuracy")
+        if accuracy is None:
+            continue
+        if accuracy < MIN_HELD_OUT_ACCURACY:
+            return (
+                f"default ({op_class} below trust bar: {label} pairwise {accuracy:.3f} < "
+                f"{MIN_HELD_OUT_ACCURACY})"
+            )
+        return None
+    return f"default ({op_class} below trust bar: no held-out or cross-validated figure for it)"
 
 
 def choose(
@@ -109,16 +121,14 @@ def choose(
     model: CostModel,
     database: Database | None,
     target_key: str,
-    held_out: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> Prediction:
     """The candidate ``model`` ranks first (see the module docstring), as an unrecorded
-    Prediction; the default when no candidate can be featurised, or when ``held_out`` (the
-    model's held-out check; default: the package model's) does not trust it for the workload's
-    op class (``untrusted_class``)."""
+    Prediction; the default when no candidate can be featurised, or when the ranking checks in
+    ``meta`` (the model file's meta; default: the package model's) do not trust it for the
+    workload's op class (``untrusted_class``)."""
     start = time.perf_counter()
-    distrust = untrusted_class(
-        ds.workload.op_class, pretrained_held_out() if held_out is None else held_out
-    )
+    distrust = untrusted_class(ds.workload.op_class, package_model_meta() if meta is None else meta)
     if distrust is not None:
         config, source, candidates = ds.default, distrust, 1
     else:

@@ -30,6 +30,7 @@ from tensortune.dataset import (
     training_workloads,
 )
 from tensortune.dataset.card import card_text
+from tensortune.dataset.train import FeatureSet, Group, cross_validated_check, workload_folds
 from tensortune.dataset.workloads import HELD_OUT_FAMILIES, random_workloads
 from tensortune.errors import TensorTuneError
 from tensortune.target import cpu_family_model
@@ -95,12 +96,45 @@ def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, t
         key: held_out[key] for key in ("workloads", "pairwise_accuracy", "top5_score")
     }
     assert held_out["workloads"] == 1 and 0 <= held_out["pairwise_accuracy"] <= 1
+    cv = meta["cross_validated"]  # two training workloads: two folds, each one's scores unseen
+    assert cv["folds"] == 2 and list(cv["per_op_class"]) == ["matmul", "softmax"]
+    assert all(0 <= c["pairwise_accuracy"] <= 1 for c in cv["per_op_class"].values())
     model = load_pretrained(path)
     assert model is not None and pretrained_meta(path)["records"] == 24
     data = feature_set(groups_of(records), records)
     assert data.features.shape == (36, len(TRANSFERABLE_FEATURES))
     scores = model.predict(data.features)
     assert scores.shape == (36,) and np.isfinite(scores).all()
+
+
+def _groups(*keys: tuple[str, str, str]) -> FeatureSet:
+    """A FeatureSet of one row per (workload, target, op class) key, for fold assignment."""
+    info = [Group((w, t, "cpu"), cls, [{}], [1.0], 1) for w, t, cls in keys]
+    n = len(info)
+    return FeatureSet(np.zeros((n, 1)), np.ones(n), np.arange(n), info)
+
+
+def test_cross_validation_folds_hold_out_whole_workloads_of_every_class():
+    data = _groups(
+        *[(f"mm{i}", t, "matmul") for i in range(4) for t in ("avx2", "avx512")],
+        *[(f"sm{i}", "avx2", "softmax") for i in range(3)],
+    )
+    folds = workload_folds(data, 3)
+    fold_sets: dict[str, set[int]] = {}
+    for group, fold in zip(data.info, folds, strict=True):
+        fold_sets.setdefault(group.key[0], set()).add(int(fold))
+    assert all(len(f) == 1 for f in fold_sets.values())  # both targets of a workload together
+    assert set(folds) == {0, 1, 2}
+    assert len({folds[i] for i in range(8, 11)}) == 3  # the 3 softmax workloads spread out
+
+
+def test_one_training_workload_gives_no_cross_validated_figure():
+    check = cross_validated_check(
+        _groups(("mm", "avx2", "matmul"), ("mm", "avx512", "matmul")), "lgbm-rank"
+    )
+    assert (
+        check["folds"] == 0 and check["pairwise_accuracy"] is None and check["per_op_class"] == {}
+    )
 
 
 def test_a_feature_cache_lowers_each_config_once_and_changes_no_row(exported):

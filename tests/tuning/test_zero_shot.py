@@ -64,7 +64,7 @@ def prior(trained: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path:
     """The trained prior as the package's model; returns a copy of the training database."""
     db, path = trained
     monkeypatch.setattr(zero_shot, "pretrained_model", lambda: load_pretrained(path))
-    monkeypatch.setattr(zero_shot, "pretrained_held_out", lambda: TRUSTED)
+    monkeypatch.setattr(zero_shot, "package_model_meta", lambda: {"held_out": TRUSTED})
     copy = tmp_path / "tuning.db"
     shutil.copy(db, copy)
     return copy
@@ -220,24 +220,39 @@ class _LastFirst(CostModel):
         return cls()
 
 
+#: Ranking checks (a model meta's "held_out" or "cross_validated") below the bar for matmul, and
+#: with a figure for dense only.
+POOR_MATMUL = {"per_op_class": {"matmul": {"pairwise_accuracy": 0.6}}}
+ONLY_DENSE = {"per_op_class": {"dense": {"pairwise_accuracy": 0.9}}}
+
+
 @pytest.mark.parametrize(
-    ("per_op_class", "reason"),
+    ("meta", "reason"),
     [
-        ({"matmul": {"pairwise_accuracy": 0.9}}, None),
-        ({"matmul": {"pairwise_accuracy": 0.6}}, "matmul below trust bar: held-out pairwise 0.600"),
-        ({"dense": {"pairwise_accuracy": 0.9}}, "matmul below trust bar: no held-out figure"),
+        ({"held_out": TRUSTED}, None),
+        ({"held_out": POOR_MATMUL}, "matmul below trust bar: held-out pairwise 0.600 < 0.75"),
+        ({"held_out": ONLY_DENSE}, "matmul below trust bar: no held-out or cross-validated"),
+        # no held-out workload of the class: its cross-validated figure decides
+        ({"held_out": ONLY_DENSE, "cross_validated": TRUSTED}, None),
+        (
+            {"held_out": ONLY_DENSE, "cross_validated": POOR_MATMUL},
+            "matmul below trust bar: cross-validated pairwise 0.600 < 0.75",
+        ),
+        # a held-out figure outranks the cross-validated one, either way
+        ({"held_out": POOR_MATMUL, "cross_validated": TRUSTED}, "held-out pairwise 0.600"),
+        ({"held_out": TRUSTED, "cross_validated": POOR_MATMUL}, None),
     ],
 )
 def test_an_op_class_below_the_trust_bar_keeps_the_default(
-    target: Target, per_op_class: dict, reason: str | None
+    target: Target, meta: dict, reason: str | None
 ) -> None:
-    """The model picks only for an op class whose held-out accuracy passed the bar; elsewhere
-    the default stays, and the prediction says why."""
+    """The model picks only for an op class whose held-out accuracy (or, with no held-out
+    workload of the class, its cross-validated accuracy) passed the bar; elsewhere the default
+    stays, and the prediction says which figure decided."""
     ds = design_space(tt.workload(UNSEEN), target)
-    held_out = {"pairwise_accuracy": 0.9, "per_op_class": per_op_class}
-    found = zero_shot.choose(ds, _LastFirst(), None, str(target), held_out)
+    found = zero_shot.choose(ds, _LastFirst(), None, str(target), meta)
     if reason is None:
         assert found.config != ds.default and found.candidates > 1
     else:
         assert found.config == ds.default and found.candidates == 1
-        assert found.source.startswith(f"default ({reason}")
+        assert found.source.startswith("default (") and reason in found.source
