@@ -17,6 +17,7 @@ once at the end; nothing is packed, so a B that changes every call is read once,
 
 from __future__ import annotations
 
+from ..dtype import dtype
 from ..schedule import Schedule
 from ..target import Target
 from ..te.expr import TensorRead, walk
@@ -106,18 +107,32 @@ def gemm_space(wl: Workload, target: Target) -> DesignSpace:
     # otherwise; measured on Zen 5 (AVX-512), M=1: dense 1000x2048 4.7 -> 98 GFLOP/s (OpenBLAS
     # 94), decode attention 12x257x64 9 -> 79 (PyTorch 35), a constant [K, N] B 83 -> 96 (ORT
     # 88). Streaming B row by row stays the choice of one row on a B that changes every call.
-    b_ndim = next(t.ndim for t in wl.inputs if t.name == b_name)
+    b = next(t for t in wl.inputs if t.name == b_name)
     batched, constant_b = len(spatial) > 2, b_name in wl.constants
-    stream = m == 1 and b_axis == b_ndim - 1 and not batched and not constant_b
+    stream = m == 1 and b_axis == b.ndim - 1 and not batched and not constant_b
     wide = m <= 2 and not stream  # 4 vectors of columns fit beside 1-2 rows on 16 registers
+    nr_vectors = max(x for x in knobs[2].int_choices if x <= (4 if wide else 2))
+    panels = -(-n // (nr_vectors * lanes))
+    # A batch's B small enough to stay in L1 (attention over a window: swin's 32x49) is read in
+    # place by every row tile: packing it, once per product, copies as much as the tiles read,
+    # and the copy's masked tail, inside the batch loop, cost the tiles registers (gcc spilled
+    # 3 of 12 accumulators). Measured on Zen 3 (AVX2), GFLOP/s, B=192,M=49,N=49,K=32: packed
+    # per batch 73 -> in place 129 (PyTorch 100, ONNX Runtime 105); DLRM's B=1,27x27x128
+    # 50 -> 78 (70 packed; NumPy 32). A B of 50 KB (ViT's 64x197) and more stays packed: read
+    # in place, 12x197x197x64 ran 0.88x as fast.
+    in_place = batched and k * n * dtype(b.dtype).size <= target.l1d_bytes // 2 and not constant_b
+    pack_b = (m >= 16 or constant_b) and not in_place
     default = {
         "variant": "stream" if stream else "tile",
         "mr": max(x for x in knobs[1].int_choices if x <= 6),
-        "nr_vectors": max(x for x in knobs[2].int_choices if x <= (4 if wide else 2)),
-        "nb": 2 if k > 2048 else 4,
+        "nr_vectors": nr_vectors,
+        # no more panels to a group than the row has: a group wider runs empty tiles (DLRM's
+        # 27 columns, 2 panels: nb 4 -> 2 took 50 -> 70 GFLOP/s, packed, on Zen 3)
+        "nb": max(x for x in knobs[3].int_choices if x <= min(2 if k > 2048 else 4, panels)),
         "order": "ji",
-        "pack_b": m >= 16 or constant_b,
-        "pack_at": "panel" if 16 <= m < 512 else "root",  # few rows reuse a packed B little
+        "pack_b": pack_b,
+        # few rows reuse a packed B little
+        "pack_at": "panel" if 16 <= m < 512 and pack_b else "root",
         "k_unroll": 8 if stream else 1,
         # measured on Zen 3: blocking k pays once whole-k A rows and B panels spill L1/L2
         "k_block": 512 if m > 1 and k > 2048 and k % 512 == 0 else 0,

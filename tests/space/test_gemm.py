@@ -1,9 +1,12 @@
 """The GEMM space's ``dot`` variant: few-row products whose operands are both contiguous along k
 (dense's W[N, K]) as dot products, checked against NumPy at odd sizes (tails in every loop, k
 shorter than a vector), read in the C it generates, and offered only where it applies; configs
-recorded before it existed still build."""
+recorded before it existed still build. Batched products whose B fits in L1 (attention over a
+window) read B in place by default; column panels are grouped no more than the row has."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -121,3 +124,69 @@ def test_configs_recorded_before_dot_still_build(target) -> None:
     }
     for config in (old, {**old, "variant": "stream", "k_unroll": 8, "pack_b": False}):
         _check(wl, target, config)
+
+
+def _pinned(isa: str) -> tt.Target:
+    """A cross target with a 32 KiB L1, whatever this machine's caches."""
+    return dataclasses.replace(tt.Target.cross(isa, num_threads=2), l1d_bytes=32 * 1024)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "batch_matmul:B=3,M=49,N=49,K=32",  # swin's window attention, tails in rows and columns
+        "batch_matmul:B=2,M=49,N=49,K=13",  # odd k
+        "batch_matmul:B=4,M=19,N=9,K=31",
+    ],
+)
+def test_small_batched_default_reads_b_in_place_and_matches_numpy(spec: str, target) -> None:
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    assert not ds.default["pack_b"] and ds.default["pack_at"] == "root"
+    _check(wl, target, ds.default)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize(
+    "spec, in_place",
+    [
+        ("batch_matmul:B=192,M=49,N=49,K=32", True),  # 6 KB of B per product
+        ("batch_matmul:B=12,M=197,N=197,K=64", False),  # 50 KB: packed, per batch
+        ("batch_matmul:B=12,M=128,N=128,K=64", False),  # 32 KB, all of L1
+        ("matmul:M=64,N=48,K=32", False),  # one product: packed once
+    ],
+)
+def test_b_read_in_place_when_a_batch_of_it_fits_half_of_l1(
+    isa: str, spec: str, in_place: bool
+) -> None:
+    """In place, the tiles multiply by B's rows where they are, and no copy of B is made."""
+    target = _pinned(isa)
+    wl = tt.workload(spec)
+    ds = design_space(wl, target)
+    source, _ = split_source(ds.schedule(ds.default), "k", target, wl.constants)
+    run = source[source.index("int k(") :]
+    lanes = target.lanes("float32")
+    assert ("B_pack" not in run) is in_place
+    assert (f"* tt_load_f32x{lanes}(&B[" in run) is in_place
+    assert (f"* tt_load_f32x{lanes}(&B_pack[" in run) is not in_place
+
+
+@pytest.mark.parametrize(
+    "spec, nb",
+    [
+        ("batch_matmul:B=1,M=27,N=27,K=128", 2),  # 2 panels of 16 columns
+        ("batch_matmul:B=192,M=49,N=49,K=32", 4),
+        ("matmul:M=64,N=8,K=64", 1),
+        ("matmul:M=128,N=768,K=3072", 2),  # long k: 2 panels a group
+    ],
+)
+def test_default_groups_no_more_panels_than_the_row_has(spec: str, nb: int) -> None:
+    ds = design_space(tt.workload(spec), _pinned("avx2"))
+    assert ds.default["nb"] == nb
+
+
+def test_configs_packing_small_batches_still_build(target) -> None:
+    """The default before B was read in place (packed per batch) builds and is right."""
+    wl = tt.workload("batch_matmul:B=3,M=49,N=49,K=32")
+    packed = {**design_space(wl, target).default, "pack_b": True, "pack_at": "panel"}
+    _check(wl, target, packed)
