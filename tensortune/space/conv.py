@@ -34,9 +34,17 @@ from __future__ import annotations
 import math
 
 from ..schedule import Schedule
+from ..schedule.stage import Stage
 from ..target import Target
+from ..te.tensor import Tensor
 from ..workload import Workload
-from .conv_tiles import channel_default, depthwise_default, nhwc_default, tile_width
+from .conv_tiles import (
+    channel_default,
+    channel_opt_level,
+    depthwise_default,
+    nhwc_default,
+    tile_width,
+)
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
     DesignSpace,
@@ -203,6 +211,13 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     short = reduction <= lanes and main.tensor.attrs.get("stride", (1, 1))[1] == 1
     if by_channel and not (short and ext[col] >= 2 * lanes):
         default |= channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
+        default["opt_level"] = channel_opt_level(
+            default,
+            regs,
+            ext[main.reduce_axes[-1].name],  # the window's columns: NCHW reduces over (c, r, s)
+            main.tensor.attrs.get("stride", (1, 1))[1],
+            ext[a1] // groups,
+        )
         # vectors along channels reach a fused epilogue through a strided tile: it pays where a
         # short reduction makes the conv memory-bound and the output is large (Zen 4: 1x1
         # convs 1.6x faster at 16x112x112, 1.3x at 24x56x56 and 128x28x28, as fast at
@@ -214,7 +229,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         # ResNet-50's 1024 -> 256 1x1 at 14x14, 2x5 tiles: 256-channel blocks 1.11x faster,
         # 128 1.09x; 32 0.78x, each block reading and writing the output once more)
         if blockable:  # (an epilogue of such a long reduction runs apart: see above)
-            default["c_block"] = _input_block(wl, c_blocks, target.l2_bytes // 2)
+            default["c_block"] = _input_block(main, c_blocks, target.l2_bytes // 2)
     elif epilogue and layout == "NCHW":
         # an output row narrower than a vector makes the fused tile's every store masked
         # (Zen 5, depthwise 576x7x7 and 960x7x7: 1.6-2.3x slower fused than apart)
@@ -231,13 +246,22 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
 
 
-def _input_block(wl: Workload, blocks: tuple[int, ...], budget: int) -> int:
+def _input_block(main: Stage, blocks: tuple[int, ...], budget: int) -> int:
     """The most input channels, 128 or more, a block whose input planes fit ``budget`` bytes,
-    where all of them do not (else 0: no blocks)."""
-    plane = int(wl.param("H")) * int(wl.param("W")) * 4
-    if int(wl.param("C")) * plane <= budget:
+    where all of them do not (else 0: no blocks). The planes are the conv's NCHW input's, read
+    through its pad stage if it has one (a model's conv task has no C, H, W parameters)."""
+    x = _data_input(main.tensor)
+    channels, plane = x.shape[1], x.shape[2] * x.shape[3] * 4
+    if channels * plane <= budget:
         return 0
     return max((b for b in blocks if b >= 128 and b * plane <= budget), default=0)
+
+
+def _data_input(conv: Tensor) -> Tensor:
+    """The placeholder a conv reads its data from, through its pad stage: its body's first read
+    (the weights are read second)."""
+    data = conv.inputs[0]
+    return data if data.is_placeholder else _data_input(data)
 
 
 def _columns(s: Schedule, name: str, host: str, layout: str, axes, tile_axes, config) -> None:

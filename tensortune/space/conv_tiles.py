@@ -48,6 +48,28 @@ def channel_default(
     }
 
 
+def channel_opt_level(
+    tile: Config, regs: int, window_columns: int, stride: int, group_channels: int
+) -> str:
+    """-O2 for a channel tile on 16 registers whose pixels share input scalars: gcc's -O3
+    peels the short loop over the window's columns and keeps the scalars that neighbouring
+    pixels of overlapping windows share broadcast across it (8 for a 6-pixel row of a 3-wide
+    window), which beside a 2x6 tile's 12 accumulators and 2 weight vectors spills to the
+    stack inside the reduction; -O3 elsewhere. The shared scalars need windows that overlap
+    (a stride below their width) and a tile inside one group (its vectors read one input).
+
+    Zen 3 (AVX2, 2 threads, paired medians of 10 rounds, ``conv_ab.py --zoo``), -O2 against
+    -O3: Inception-v3's 80 -> 192 3x3 at 73x73 1.65x (112 -> 184 GFLOP/s, ONNX Runtime 179),
+    its 288 -> 384 3x3/2 at 35x35 1.32x, YOLOv5s's 64 -> 64 3x3 at 80x80 1.33x, ResNeXt-50's
+    32-group 3x3 at 14x14 (16 channels a group) 1.22x, Inception's 5x5 at 35x35 1.07x;
+    ResNet-50's 3x3 at 7x7 and 3x3/2 at 56x56, AlexNet's 11x11/4 stem, Inception's 1x7 at
+    17x23 as fast (0.98-1.04x). Not where no scalar is shared: ResNeXt's 3x3/2 of 8 channels
+    a group (a 16-channel tile across two groups) 1.14x slower; ViT's 16x16/16 patches as fast."""
+    shared = window_columns > 1 and stride < window_columns
+    inside_a_group = group_channels >= tile["vectors"] * tile["lanes"]
+    return "O2" if regs < 32 and shared and inside_a_group else "O3"
+
+
 def _wide_tile(
     channels: int,
     width: int,

@@ -124,3 +124,18 @@ def test_extract_tasks_deduplicates():
     assert weights["MatMul+Add"] == 3  # the Q, K and V projections: one kernel
     assert weights["LayerNormalization"] == 2
     assert sum(t.weight for t in encoder) == 15
+
+
+def test_conv_tasks_of_a_model_with_inputs_past_half_of_l2_get_a_design_space() -> None:
+    """The default's input-channel blocks are sized from the conv's input planes: a model's conv
+    task (``graph:Conv...``) has no C, H, W parameters to read them from, and must not fail."""
+    from tensortune.space import design_space
+    from tensortune.target import Target
+
+    target = Target.cross("avx2")
+    tasks = extract_tasks(from_onnx(builders.resnet_block(c=512, hw=14)))
+    convs = [t for t in tasks if "Conv" in t.workload.name]
+    assert convs
+    for task in convs:
+        ds = design_space(task.workload, target)
+        assert ds.space.is_valid(ds.default)

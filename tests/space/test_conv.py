@@ -152,6 +152,32 @@ def test_narrow_register_file_tile_leaves_no_starved_row_end(
     assert (default["vectors"], default["rows"]) == tile
 
 
+@pytest.mark.parametrize(
+    ("spec", "isa", "level"),
+    [
+        ("conv2d:C=80,H=73,W=73,K=192,R=3,S=3", "avx2", "O2"),  # 2x6 tile + 8 shared scalars
+        ("conv2d:C=288,H=35,W=35,K=384,R=3,S=3,stride=2", "avx2", "O2"),
+        ("conv2d:C=128,H=17,W=23,K=128,R=1,S=7", "avx2", "O2"),  # a 1x7 window: 7 columns
+        ("conv2d:C=128,H=80,W=80,K=255,R=1,S=1", "avx2", "O3"),  # one column: nothing peeled
+        ("conv2d:C=3,H=64,W=64,K=96,R=4,S=4,stride=4", "avx2", "O3"),  # windows do not overlap
+        ("conv2d:C=512,H=14,W=14,K=512,R=3,S=3,pad=1,groups=32", "avx2", "O2"),  # 16 a group
+        ("conv2d:C=256,H=28,W=28,K=256,R=3,S=3,stride=2,groups=32", "avx2", "O3"),  # 2 groups
+        ("conv2d:C=80,H=73,W=73,K=192,R=3,S=3", "avx512", "O3"),  # 32 registers hold them
+    ],
+)
+def test_channel_tile_default_compiles_windows_at_o2_on_narrow_register_files(
+    spec: str, isa: str, level: str
+) -> None:
+    """On 16 registers gcc's -O3 peels the window's column loop and keeps the broadcasts that
+    neighbouring pixels share live across it, which spills the tile's accumulators; the
+    default of a channel tile whose overlapping windows share scalars is built at -O2 there
+    (not where the windows do not overlap, nor where a tile's vectors read two groups)."""
+    ds = design_space(tt.workload(spec), tt.Target.cross(isa, num_threads=2))
+    assert ds.default["vector_axis"] == "channels"
+    assert ds.default["opt_level"] == level
+    assert ds.schedule(ds.default).flags["opt_level"] == level
+
+
 def test_default_blocks_input_channels_whose_input_outgrows_l2() -> None:
     """Blocks of input channels as many as fit half of L2 (512 KB on this target), where all of
     them do not; none where they do, or where only blocks too short to pay would."""
@@ -179,6 +205,8 @@ DEFAULT_SPECS = [
     "conv2d:C=5,H=6,W=37,K=20,R=1,S=1,epilogue=bias+relu",  # a short reduction: columns
     "conv2d:C=40,H=7,W=7,K=32,R=3,S=3,pad=1",  # a late stage: a row's end in a narrower tile
     "conv2d:C=600,H=11,W=11,K=16,R=1,S=1",  # input past half of L2: blocks, 600 = 2 x 256 + 88
+    "conv2d:C=11,H=19,W=21,K=24,R=3,S=3,stride=2",  # stride 2, pad 0: 9x10 outputs, -O2 on AVX2
+    "conv2d:C=7,H=17,W=19,K=40,R=3,S=3",  # odd rows (17 outputs), ragged K, -O2 on AVX2
 ]
 
 
