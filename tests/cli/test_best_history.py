@@ -16,13 +16,16 @@ def test_best(use_db, tuned, capsys):
     assert cli.main(["best", "matmul:K=8, N=16, M=8"]) == 0  # any spelling of the workload
     out, _ = capsys.readouterr()
     assert SPEC in out and "GFLOP/s" in out
-    assert "found by random search" in out, "a winner is credited to its strategy, not confirm"
     assert cli.main(["best", SPEC, "--db", str(use_db), "--json"]) == 0
     best = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert best["config"] == tuned[1]["config"]
     assert best["seconds"] == pytest.approx(tuned[1]["best_seconds"])
     assert best["gflops"] == pytest.approx(tuned[1]["gflops"])
-    assert best["strategy"] == "random"
+    # a winner is credited to the search that found it, or to the template default the run
+    # re-measured at the end (which of the two wins a 4-trial run depends on the machine),
+    # never to the re-measurement itself
+    assert best["strategy"] in ("random", "template default (re-measured at the end)")
+    assert f"found by {best['strategy']}" in out
 
 
 def test_best_credits_the_first_measurement_not_the_confirmation(tmp_path, capsys):

@@ -68,7 +68,7 @@ int tail_tile_avx512(const float* restrict A, const float* restrict B, float* re
     }
     for (int i_o = 0; i_o < 7; ++i_o) {
       if (i_o * 6 + 4 < 37) {
-        for (int j_o_i = 0; j_o_i < 4; ++j_o_i) {
+        for (int j_o_i = 0; j_o_i < 2; ++j_o_i) {
           {
             /* matmul_register: float32[6, 32] held in registers */
             f32x16 matmul_register_v0;
@@ -113,152 +113,126 @@ int tail_tile_avx512(const float* restrict A, const float* restrict B, float* re
               }
             } else {
               /* vector tail: masked */
-              if (0 < j_o_i * -32 + 37) {
-                matmul_register_v0 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v0 = tt_splat_f32x16(0.0f);
               /* vector tail: masked */
               /* vector tail: masked */
-              if (0 < j_o_i * -32 + 37) {
-                matmul_register_v32 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v32 = tt_splat_f32x16(0.0f);
               /* vector tail: masked */
               /* vector tail: masked */
-              if (0 < j_o_i * -32 + 37) {
-                matmul_register_v64 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v64 = tt_splat_f32x16(0.0f);
               /* vector tail: masked */
               /* vector tail: masked */
-              if (0 < j_o_i * -32 + 37) {
-                matmul_register_v96 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v96 = tt_splat_f32x16(0.0f);
               /* vector tail: masked */
               /* vector tail: masked */
-              if (0 < j_o_i * -32 + 37) {
-                matmul_register_v128 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v128 = tt_splat_f32x16(0.0f);
               /* vector tail: masked */
               /* vector tail: masked */
-              if (0 < j_o_i * -32 + 37) {
-                matmul_register_v160 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v160 = tt_splat_f32x16(0.0f);
               /* vector tail: masked */
               for (int k_2 = 0; k_2 < 20; ++k_2) {
                 /* vector tail: masked */
-                if (0 < j_o_i * -32 + 37) {
-                  matmul_register_v0 = (matmul_register_v0 + (tt_bcast_f32x16(&A[i_o * 120 + k_2]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
-                }
+                matmul_register_v0 = (matmul_register_v0 + (tt_bcast_f32x16(&A[i_o * 120 + k_2]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
                 /* vector tail: masked */
                 /* vector tail: masked */
-                if (0 < j_o_i * -32 + 37) {
-                  matmul_register_v32 = (matmul_register_v32 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 20]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
-                }
+                matmul_register_v32 = (matmul_register_v32 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 20]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
                 /* vector tail: masked */
                 /* vector tail: masked */
-                if (0 < j_o_i * -32 + 37) {
-                  matmul_register_v64 = (matmul_register_v64 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 40]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
-                }
+                matmul_register_v64 = (matmul_register_v64 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 40]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
                 /* vector tail: masked */
                 /* vector tail: masked */
-                if (0 < j_o_i * -32 + 37) {
-                  matmul_register_v96 = (matmul_register_v96 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 60]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
-                }
+                matmul_register_v96 = (matmul_register_v96 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 60]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
                 /* vector tail: masked */
                 /* vector tail: masked */
-                if (0 < j_o_i * -32 + 37) {
-                  matmul_register_v128 = (matmul_register_v128 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 80]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
-                }
+                matmul_register_v128 = (matmul_register_v128 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 80]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
                 /* vector tail: masked */
                 /* vector tail: masked */
-                if (0 < j_o_i * -32 + 37) {
-                  matmul_register_v160 = (matmul_register_v160 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 100]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
-                }
+                matmul_register_v160 = (matmul_register_v160 + (tt_bcast_f32x16(&A[i_o * 120 + k_2 + 100]) * tt_load_f32x16(&B_pack[j_o_i * 640 + k_2 * 32])));
                 /* vector tail: masked */
               }
             }
-            if (j_o_i < 2) {
-              if (j_o_i * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32], matmul_register_v0);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32], tt_mask, matmul_register_v0);
-                }
+            if (j_o_i * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32], matmul_register_v0);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32], tt_mask, matmul_register_v0);
               }
-              if (j_o_i * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 16], matmul_register_v16);
-              } else {
-                /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 16], matmul_register_v16);
+            } else {
+              /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 37], matmul_register_v32);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 37], tt_mask, matmul_register_v32);
               }
-              if (j_o_i * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 37], matmul_register_v32);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 37], tt_mask, matmul_register_v32);
-                }
+            }
+            if (j_o_i * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 53], matmul_register_v48);
+            } else {
+              /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 74], matmul_register_v64);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 74], tt_mask, matmul_register_v64);
               }
-              if (j_o_i * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 53], matmul_register_v48);
-              } else {
-                /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 90], matmul_register_v80);
+            } else {
+              /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 111], matmul_register_v96);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 111], tt_mask, matmul_register_v96);
               }
-              if (j_o_i * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 74], matmul_register_v64);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 74], tt_mask, matmul_register_v64);
-                }
+            }
+            if (j_o_i * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 127], matmul_register_v112);
+            } else {
+              /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 148], matmul_register_v128);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 148], tt_mask, matmul_register_v128);
               }
-              if (j_o_i * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 90], matmul_register_v80);
-              } else {
-                /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 164], matmul_register_v144);
+            } else {
+              /* vector tail: masked */
+            }
+            if (j_o_i * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 185], matmul_register_v160);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 185], tt_mask, matmul_register_v160);
               }
-              if (j_o_i * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 111], matmul_register_v96);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 111], tt_mask, matmul_register_v96);
-                }
-              }
-              if (j_o_i * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 127], matmul_register_v112);
-              } else {
-                /* vector tail: masked */
-              }
-              if (j_o_i * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 148], matmul_register_v128);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 148], tt_mask, matmul_register_v128);
-                }
-              }
-              if (j_o_i * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 164], matmul_register_v144);
-              } else {
-                /* vector tail: masked */
-              }
-              if (j_o_i * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 185], matmul_register_v160);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 185], tt_mask, matmul_register_v160);
-                }
-              }
-              if (j_o_i * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 201], matmul_register_v176);
-              } else {
-                /* vector tail: masked */
-              }
+            }
+            if (j_o_i * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i * 32 + 201], matmul_register_v176);
+            } else {
+              /* vector tail: masked */
             }
           }
         }
       } else {
-        for (int j_o_i_2 = 0; j_o_i_2 < 4; ++j_o_i_2) {
+        for (int j_o_i_2 = 0; j_o_i_2 < 2; ++j_o_i_2) {
           {
             /* matmul_register: float32[6, 32] held in registers */
             f32x16 matmul_register_v0;
@@ -268,9 +242,7 @@ int tail_tile_avx512(const float* restrict A, const float* restrict B, float* re
               matmul_register_v0 = tt_splat_f32x16(0.0f);
             } else {
               /* vector tail: masked */
-              if (0 < j_o_i_2 * -32 + 37) {
-                matmul_register_v0 = tt_splat_f32x16(0.0f);
-              }
+              matmul_register_v0 = tt_splat_f32x16(0.0f);
             }
             if (j_o_i_2 * 32 + 31 < 37) {
               matmul_register_v16 = tt_splat_f32x16(0.0f);
@@ -282,9 +254,7 @@ int tail_tile_avx512(const float* restrict A, const float* restrict B, float* re
                 matmul_register_v0 = (matmul_register_v0 + (tt_bcast_f32x16(&A[i_o * 120 + k_3]) * tt_load_f32x16(&B_pack[j_o_i_2 * 640 + k_3 * 32])));
               } else {
                 /* vector tail: masked */
-                if (0 < j_o_i_2 * -32 + 37) {
-                  matmul_register_v0 = (matmul_register_v0 + (tt_bcast_f32x16(&A[i_o * 120 + k_3]) * tt_load_f32x16(&B_pack[j_o_i_2 * 640 + k_3 * 32])));
-                }
+                matmul_register_v0 = (matmul_register_v0 + (tt_bcast_f32x16(&A[i_o * 120 + k_3]) * tt_load_f32x16(&B_pack[j_o_i_2 * 640 + k_3 * 32])));
               }
               if (j_o_i_2 * 32 + 31 < 37) {
                 matmul_register_v16 = (matmul_register_v16 + (tt_bcast_f32x16(&A[i_o * 120 + k_3]) * tt_load_f32x16(&B_pack[j_o_i_2 * 640 + k_3 * 32 + 16])));
@@ -292,20 +262,18 @@ int tail_tile_avx512(const float* restrict A, const float* restrict B, float* re
                 /* vector tail: masked */
               }
             }
-            if (j_o_i_2 < 2) {
-              if (j_o_i_2 * 32 + 15 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i_2 * 32], matmul_register_v0);
-              } else {
-                /* vector tail: masked */
-                { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i_2 * 32)) < tt_splat_i32x16(37));
-                  tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i_2 * 32], tt_mask, matmul_register_v0);
-                }
+            if (j_o_i_2 * 32 + 15 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i_2 * 32], matmul_register_v0);
+            } else {
+              /* vector tail: masked */
+              { i32x16 tt_mask = ((((i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) + tt_splat_i32x16(j_o_i_2 * 32)) < tt_splat_i32x16(37));
+                tt_maskstore_f32x16(&matmul[i_o * 222 + j_o_i_2 * 32], tt_mask, matmul_register_v0);
               }
-              if (j_o_i_2 * 32 + 31 < 37) {
-                tt_store_f32x16(&matmul[i_o * 222 + j_o_i_2 * 32 + 16], matmul_register_v16);
-              } else {
-                /* vector tail: masked */
-              }
+            }
+            if (j_o_i_2 * 32 + 31 < 37) {
+              tt_store_f32x16(&matmul[i_o * 222 + j_o_i_2 * 32 + 16], matmul_register_v16);
+            } else {
+              /* vector tail: masked */
             }
           }
         }
