@@ -8,6 +8,8 @@ import pytest
 
 from tensortune.target import Target
 
+pytest_plugins = ["tests.session_summary"]
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_kernel_cache(tmp_path_factory: pytest.TempPathFactory):

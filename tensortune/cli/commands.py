@@ -17,6 +17,7 @@ from .common import (
     db_location,
     detect_target,
     found_by,
+    found_by_phrase,
     open_existing,
     print_json,
     shown,
@@ -196,7 +197,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     if best.ratio is not None:
         out.print(f"  ratio:   {best.ratio:.3f} of the template default's time")
     out.print(f"  config:  {esc(fmt_config(best.config))}", soft_wrap=True)
-    out.print(f"  found by {esc(strategy)} search (run {esc(best.run_id or '?')})")
+    out.print(f"  found by {esc(found_by_phrase(strategy))} (run {esc(best.run_id or '?')})")
     return EXIT_OK
 
 

@@ -81,4 +81,15 @@ def found_by(records: list[Any], config_key: str) -> str:
     first = next((r for r in mine if r.strategy != CONFIRM), None)
     if first is not None:
         return first.strategy or "unknown"
-    return "template default (re-measured at the end)" if mine else "unknown"
+    return DEFAULT_FINDER if mine else "unknown"
+
+
+DEFAULT_FINDER = "template default"
+"""What found a config no strategy proposed: the default, a finalist of every run."""
+
+
+def found_by_phrase(finder: str) -> str:
+    """``found_by``'s answer as the end of "found by ...": a strategy's search, or the default."""
+    if finder == DEFAULT_FINDER:
+        return "the template default (a finalist of every run)"
+    return f"{finder} search"

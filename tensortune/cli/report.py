@@ -18,7 +18,7 @@ from typing import Any
 
 from ..tuning.result import gflops
 from ..version import __version__
-from .common import flops_of, found_by
+from .common import flops_of, found_by, found_by_phrase
 from .format import fmt_config, fmt_gflops, fmt_seconds
 
 _CSS = """\
@@ -111,7 +111,7 @@ def render_report(
         details = [
             ("best config", f"<code>{esc(fmt_config(best.config if best else None))}</code>")
         ]
-        details.append(("found by", esc(finder) + (" search" if best else "")))
+        details.append(("found by", esc(found_by_phrase(finder)) if best else "-"))
         details += [("roofline", roof_text)] if roof_text else []
         details += [("peers", peer_text)] if peer_text else []
         details.append(

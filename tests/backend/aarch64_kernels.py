@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 
 from tensortune import ops
 from tensortune.backend import Artifact, backend_for
@@ -41,9 +40,6 @@ SPACE_SPECS = (  # awkward small shapes (primes, tails), as tests/space/test_tem
 )
 SAMPLES = 3
 """Sampled configs per space, besides the default."""
-
-SUMMARY_KEY = pytest.StashKey[str]()
-"""The summary line, left on the pytest config for tests/backend/conftest.py to print."""
 
 REQUIRE_ENV = "TENSORTUNE_REQUIRE_AARCH64"
 """Set to 1 (CI does) to fail, not skip, when the cross toolchain or qemu is missing."""

@@ -13,6 +13,7 @@ import pytest
 from tensortune.errors import TensorTuneError
 from tests.backend import aarch64_kernels as kernels
 from tests.security.test_special_values import OPS
+from tests.session_summary import leave_line
 
 ALIASES = {"max_pool2d": "max_pool", "avg_pool2d": "avg_pool", "depthwise_conv2d": "depthwise"}
 
@@ -28,7 +29,7 @@ def results(request: pytest.FixtureRequest) -> dict[str, str | None]:
     checks = kernels.op_checks(target) + kernels.space_checks(target)
     problems = kernels.run_checks(target, checks)
     line = kernels.summary(checks, problems)
-    request.config.stash[kernels.SUMMARY_KEY] = line  # printed at the end by conftest.py
+    leave_line(request.config, line)
     print(line)
     return problems
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tensortune import cli
+from tensortune.cli.common import DEFAULT_FINDER, found_by_phrase
 from tensortune.database import TuningRecord, open_database
 
 from .conftest import SPEC, TRIALS
@@ -21,11 +22,11 @@ def test_best(use_db, tuned, capsys):
     assert best["config"] == tuned[1]["config"]
     assert best["seconds"] == pytest.approx(tuned[1]["best_seconds"])
     assert best["gflops"] == pytest.approx(tuned[1]["gflops"])
-    # a winner is credited to the search that found it, or to the template default the run
-    # re-measured at the end (which of the two wins a 4-trial run depends on the machine),
-    # never to the re-measurement itself
-    assert best["strategy"] in ("random", "template default (re-measured at the end)")
-    assert f"found by {best['strategy']}" in out
+    # a winner is credited to the search that found it, or to the template default (a finalist
+    # of every run; which of the two wins a 4-trial run depends on the machine), never to the
+    # re-measurement itself
+    assert best["strategy"] in ("random", DEFAULT_FINDER)
+    assert f"found by {found_by_phrase(best['strategy'])}" in out
 
 
 def test_best_credits_the_first_measurement_not_the_confirmation(tmp_path, capsys):
