@@ -106,6 +106,12 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
     )
     db_option(p, _DB_HELP)
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the .jsonl.gz to write")
+    p.add_argument(
+        "--training-only",
+        action="store_true",
+        help="leave out the held-out families' workloads (to add a tuning database of any "
+        "workloads to the training data)",
+    )
     p.set_defaults(run=cmd_export)
 
     p = command(
@@ -186,14 +192,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..dataset import export_dataset
 
     with open_existing(_dataset_db(args.db)) as db:
-        result = export_dataset(db, args.output)
+        result = export_dataset(db, args.output, training_only=args.training_only)
     if not result.written:
         from ..dataset import DatasetError
 
         Path(args.output).unlink(missing_ok=True)
-        raise DatasetError(f"the database {shown(_dataset_db(args.db))} holds no records to export")
-    skipped = f" ({result.skipped} records of unknown workloads or targets skipped)"
-    print(f"wrote {result.written} records to {args.output}" + (skipped if result.skipped else ""))
+        what = "only records of held-out workloads" if result.held_out else "no records"
+        raise DatasetError(f"the database {shown(_dataset_db(args.db))} holds {what} to export")
+    notes = []
+    if result.skipped:
+        notes.append(f"{result.skipped} records of unknown workloads or targets skipped")
+    if result.held_out:
+        notes.append(f"{result.held_out} records of held-out workloads left out")
+    print(f"wrote {result.written} records to {args.output}" + "".join(f" ({n})" for n in notes))
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ from ..errors import TensorTuneError
 from ..target import ISAS, Target, cpu_family_model
 from ..workload import workload
 from .records import FORMAT, cpu_kind, target_fields, write_records
-from .workloads import op_class
+from .workloads import held_out_workloads, op_class
 
 _TARGET_KEY = re.compile(r"^(?P<isa>[a-z0-9_]+)-(?P<threads>\d+)t$")
 
@@ -29,6 +29,7 @@ _TARGET_KEY = re.compile(r"^(?P<isa>[a-z0-9_]+)-(?P<threads>\d+)t$")
 class ExportResult:
     written: int
     skipped: int
+    held_out: int = 0  # records of held-out workloads left out (``training_only``)
 
 
 def dataset_record(
@@ -73,20 +74,29 @@ def dataset_record(
     }
 
 
-def export_dataset(db: Database, path: str | Path, host: Target | None = None) -> ExportResult:
-    """Write every record of ``db`` to ``path`` (gzip JSON Lines), in the database's order."""
+def export_dataset(
+    db: Database, path: str | Path, host: Target | None = None, training_only: bool = False
+) -> ExportResult:
+    """Write every record of ``db`` to ``path`` (gzip JSON Lines), in the database's order.
+
+    ``training_only`` leaves out the held-out families' workloads, so a tuning database of any
+    workloads (a benchmark's, a user's) can join the training data without growing the
+    evaluation's test set with records of another kind (a tuner's, not collection's)."""
     host = host or Target.detect()
     family_model = cpu_family_model()
-    skipped = 0
+    held = set(held_out_workloads()) if training_only else set()
+    skipped = left_out = 0
 
     def rows() -> Iterator[dict[str, Any]]:
-        nonlocal skipped
+        nonlocal skipped, left_out
         for rec in db.records():
             row = dataset_record(rec, host, family_model)
             if row is None:
                 skipped += 1
+            elif row["workload"] in held:
+                left_out += 1
             else:
                 yield row
 
     written = write_records(path, rows())
-    return ExportResult(written, skipped)
+    return ExportResult(written, skipped, left_out)

@@ -6,6 +6,10 @@ import subprocess
 import sys
 
 from tensortune.database import open_database
+from tensortune.dataset import read_records
+from tensortune.workload import workload
+
+from .conftest import SPECS
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,6 +33,17 @@ def test_export_train_card(tiny_db, tmp_path):
     assert "on 24 records of 2 workloads" in done.stdout and (tmp_path / "prior.json").is_file()
     done = _run("card", str(out), "-o", str(tmp_path / "CARD.md"))
     assert done.returncode == 0 and "| softmax | 12 |" in (tmp_path / "CARD.md").read_text()
+
+
+def test_export_for_training_leaves_out_the_held_out_workloads(tiny_db, tmp_path):
+    out = tmp_path / "train.jsonl.gz"
+    done = _run("export", "--db", str(tiny_db), "-o", str(out), "--training-only")
+    assert done.returncode == 0, done.stderr
+    assert "wrote 24 records" in done.stdout
+    assert "(12 records of held-out workloads left out)" in done.stdout
+    assert {r["workload"] for r in read_records([out])} == {
+        workload(s).name for s in SPECS if not s.startswith("dense")
+    }
 
 
 def test_bad_input_is_one_error_line_exit_2(tmp_path):
