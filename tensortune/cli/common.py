@@ -70,6 +70,10 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, allow_nan=False))
 
 
+DEFAULT_FINDER = "template default"
+"""What found a config no strategy proposed: the default, a finalist of every run."""
+
+
 def found_by(records: list[Any], config_key: str) -> str:
     """The strategy whose measurement first found the config ``config_key``: the earliest
     record that is not a re-measurement of the finalists (strategy ``confirm``)."""
@@ -82,10 +86,6 @@ def found_by(records: list[Any], config_key: str) -> str:
     if first is not None:
         return first.strategy or "unknown"
     return DEFAULT_FINDER if mine else "unknown"
-
-
-DEFAULT_FINDER = "template default"
-"""What found a config no strategy proposed: the default, a finalist of every run."""
 
 
 def found_by_phrase(finder: str) -> str:
