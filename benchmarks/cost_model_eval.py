@@ -8,8 +8,9 @@ the records of the held-out families (``tensortune.dataset.HELD_OUT_FAMILIES``: 
 excluded from training by workload key), TenSet's protocol. Per held-out workload (one group per
 workload, target and CPU kind): pairwise ranking accuracy, Spearman's rank correlation between
 predicted score and true throughput, and the top-1 / top-5 score (best true throughput among the
-model's top k, divided by the best measured; ``ranking_metrics``). Printed per op class (mean
-over its workloads) and overall (mean over workloads weighted by their measured configs), for:
+model's top k, divided by the best measured; ``ranking_metrics``). Printed per op class and
+overall, each a mean over workloads weighted by their measured configs (the definition of the
+model file's own held-out check, which decides an op class's trust), for:
 
 - every model of ``--models`` trained on all training records;
 - the template default alone (top-1 only: how far the fixed default is from the best measured);
@@ -116,8 +117,8 @@ def evaluate(
 
 
 def summarise(rows: dict[str, list[tuple[int, dict[str, float]]]]) -> dict[str, Any]:
-    def mean(items: Sequence[tuple[int, dict[str, float]]], key: str, weighted: bool) -> float:
-        vals = [(n if weighted else 1, m[key]) for n, m in items if not math.isnan(m[key])]
+    def mean(items: Sequence[tuple[int, dict[str, float]]], key: str) -> float:
+        vals = [(n, m[key]) for n, m in items if not math.isnan(m[key])]
         total = sum(w for w, _ in vals)
         return sum(w * v for w, v in vals) / total if total else math.nan
 
@@ -125,7 +126,7 @@ def summarise(rows: dict[str, list[tuple[int, dict[str, float]]]]) -> dict[str, 
         cls: {
             "groups": len(items),
             "configs": sum(n for n, _ in items),
-            **{k: mean(items, k, False) for k in METRICS},
+            **{k: mean(items, k) for k in METRICS},
         }
         for cls, items in sorted(rows.items())
     }
@@ -133,7 +134,7 @@ def summarise(rows: dict[str, list[tuple[int, dict[str, float]]]]) -> dict[str, 
     overall = {
         "groups": len(everything),
         "configs": sum(n for n, _ in everything),
-        **{k: mean(everything, k, True) for k in METRICS},
+        **{k: mean(everything, k) for k in METRICS},
     }
     return {"per_class": per_class, "overall": overall}
 
