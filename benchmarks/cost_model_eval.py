@@ -62,6 +62,7 @@ from tensortune.dataset import (
     fit,
     groups_of,
     held_out_workloads,
+    on_target,
     read_records,
     target_of,
     training_records,
@@ -259,14 +260,6 @@ def cross_cpu(
             model_figure(title, name, subset, records, seed, cache)
 
 
-def restricted(records: Records, spec: str) -> Callable[[dict[str, Any]], bool]:
-    """Whether a record was taken on the restricted target ``avx2`` or ``threads=N``."""
-    if spec.startswith("threads="):
-        n = int(spec.split("=", 1)[1])
-        return lambda r: r["threads"] == n
-    return lambda r: r["isa"] == spec
-
-
 def collect_held_out(db_path: str, max_seconds: float, trials: int) -> Records:
     target = tt.Target.detect()
     with open_database(db_path) as db:
@@ -372,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         test,
     )
     name = args.models.split(",")[0]
-    on = restricted(records, args.restricted)
+    on = on_target(args.restricted)
     model_figure(
         f"{name}: trained only on {args.restricted} records, tested on the other targets",
         name,

@@ -3,7 +3,7 @@ from scratch, and the model strategy starting from the pretrained prior (issue 1
 
     python benchmarks/search_savings.py [--trials 48] [--seeds 3] [--workloads SPEC ...]
                                         [--only TEXT] [--threads 2] [--batch-size 8]
-                                        [--dir DIR]
+                                        [--dir DIR] [--prior NAME=FILE ...] [--methods M ...]
 
 Workloads: by default one layer of each op class of ``tensortune.dataset``'s held-out families
 (the first of each class in ``held_out_workloads()``: never trained on, by workload key), or the
@@ -29,6 +29,14 @@ reaches 95% in <= 1/3 of random's trials and <= 1/2 of from-scratch's (a run tha
 it counts as trials + 1, a lower bound), and its final best is never below from-scratch's by
 more than noise (the larger of the best records' measurement noise and the standard error of the
 difference of the seed means).
+
+``--prior NAME=FILE`` adds a method NAME: the model strategy starting from the prior saved at FILE
+(``tensortune dataset train -o FILE``), calibrated online as the shipped one is. With a prior
+trained on a restricted target's records only (``--restricted threads=1``) it tests issue 15's
+last bar, that such a model beats from-scratch search on the full target: it passes when NAME
+reaches 95% in fewer trials than from-scratch (means over workloads and seeds) and its final
+best is not below from-scratch's by more than noise on any workload. ``--methods`` runs a subset
+(a rerun into the same ``--dir`` reuses the other methods' finished databases).
 """
 
 from __future__ import annotations
@@ -43,15 +51,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tensortune as tt
-from tensortune.cost_model.pretrained import PRETRAINED_PATH, pretrained_meta
+from tensortune.cost_model import CostModel
+from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
+from tensortune.cost_model.prior import PriorCalibratedModel
 from tensortune.database import open_database
 from tensortune.database.record import TuningRecord, rank_configs, rank_score
 from tensortune.dataset import held_out_workloads, op_class
 from tensortune.errors import TensorTuneError
 from tensortune.tuning.session import CONFIRM
 
-#: Each method as ``tt.tune``'s (strategy, model).
-METHODS: dict[str, tuple[str, str | None]] = {
+#: A method's model: a registered name, or a factory of a fresh model from the run's seed.
+Model = str | Callable[[int], CostModel] | None
+
+#: Each built-in method as ``tt.tune``'s (strategy, model).
+METHODS: dict[str, tuple[str, Model]] = {
     "random": ("random", None),
     "scratch": ("model", "lgbm"),
     "pretrained": ("model", "pretrained"),
@@ -228,12 +241,32 @@ def default_workloads() -> list[str]:
     return list(first.values())
 
 
-def tune_runs(spec: str, args: argparse.Namespace, target: tt.Target, folder: Path) -> list[Run]:
+def prior_method(name: str, file: Path) -> tuple[str, Model]:
+    """The model strategy starting from the prior at ``file``, calibrated online on the run's
+    measurements (``PriorCalibratedModel``, as the shipped prior is): a fresh model per tune."""
+    if load_pretrained(file) is None:  # it warned what is wrong with the file
+        raise SystemExit(f"--prior {name}={file}: the model file does not load")
+
+    def fresh(seed: int) -> CostModel:
+        prior = load_pretrained(file)
+        assert prior is not None
+        return PriorCalibratedModel(prior, seed)
+
+    return "model", fresh
+
+
+def tune_runs(
+    spec: str,
+    args: argparse.Namespace,
+    target: tt.Target,
+    folder: Path,
+    methods: dict[str, tuple[str, Model]],
+) -> list[Run]:
     """Every (seed, method) tune of ``spec``, each into its own database, as scored runs."""
     tag = hashlib.sha1(spec.encode()).hexdigest()[:10]
     measured: list[tuple[str, int, list[TuningRecord]]] = []
     for seed in range(args.seeds):
-        for method, (strategy, model) in METHODS.items():
+        for method, (strategy, model) in methods.items():
             db = folder / f"{tag}-{method}-{seed}.db"
             result = tt.tune(
                 spec,
@@ -243,7 +276,7 @@ def tune_runs(spec: str, args: argparse.Namespace, target: tt.Target, folder: Pa
                 seed=seed,
                 batch_size=args.batch_size,
                 strategy=strategy,
-                model=model,
+                model=model(seed) if callable(model) else model,
             )
             with open_database(db) as database:
                 measured.append((method, seed, database.records(result.workload, result.target)))
@@ -277,39 +310,52 @@ def print_table(table: dict[str, dict[str, dict[str, float]]]) -> None:
             )
 
 
+def final_verdict(finals: dict[str, tuple[float, float, float]], method: str) -> None:
+    """PASS when ``method``'s final best is below from-scratch's by more than noise nowhere."""
+    below = {s: f for s, f in finals.items() if f[0] < f[1] - f[2]}
+    worst = min(finals, key=lambda s: finals[s][0] - finals[s][1])
+    mine, scratch, noise = finals[worst]
+    print(
+        f"{'MISS' if below else 'PASS'}: {method}'s final best below from-scratch's by more than "
+        f"noise on {len(below)}/{len(finals)} workloads (closest: {worst}: "
+        f"{mine:.3f} vs {scratch:.3f}, noise {noise:.3f})"
+    )
+
+
 def print_verdict(
     table: dict[str, dict[str, dict[str, float]]],
-    finals: dict[str, tuple[float, float, float]],
+    finals: dict[str, dict[str, tuple[float, float, float]]],
     budget: int,
 ) -> None:
+    """The means over workloads and seeds, then the bars: the shipped prior's against random
+    and from-scratch, and every ``--prior`` method's against from-scratch."""
+    methods = list(next(iter(table.values())))
     overall = {
         m: {k: statistics.fmean(t[m][k] for t in table.values()) for k in ("censored", "final")}
-        for m in METHODS
+        for m in methods
     }
-    reached = {m: sum(int(t[m]["reached"]) for t in table.values()) for m in METHODS}
-    runs = {m: sum(int(t[m]["runs"]) for t in table.values()) for m in METHODS}
+    reached = {m: sum(int(t[m]["reached"]) for t in table.values()) for m in methods}
+    runs = {m: sum(int(t[m]["runs"]) for t in table.values()) for m in methods}
     print(f"\nmeans over workloads and seeds (never reached = {budget + 1} trials, a lower bound):")
     for m, row in overall.items():
         print(
             f"  {m:10s} trials→95% {row['censored']:6.1f}  reached {reached[m]}/{runs[m]}  "
             f"final÷best {row['final']:.3f}"
         )
-    pre = overall["pretrained"]["censored"]
-    for other, share in (("random", 3), ("scratch", 2)):
-        bound = overall[other]["censored"] / share
-        verdict = "PASS" if pre <= bound else "MISS"
-        print(
-            f"{verdict}: pretrained {pre:.1f} trials ≤ 1/{share} of {other}'s "
-            f"{overall[other]['censored']:.1f} = {bound:.1f}"
-        )
-    below = {s: f for s, f in finals.items() if f[0] < f[1] - f[2]}
-    worst = min(finals, key=lambda s: finals[s][0] - finals[s][1])
-    pf, sf, noise = finals[worst]
-    print(
-        f"{'MISS' if below else 'PASS'}: pretrained's final best below from-scratch's by more than "
-        f"noise on {len(below)}/{len(finals)} workloads (closest: {worst}: "
-        f"{pf:.3f} vs {sf:.3f}, noise {noise:.3f})"
-    )
+    for method in finals:
+        mine = overall[method]["censored"]
+        bars = (("random", 3), ("scratch", 2)) if method == "pretrained" else (("scratch", 1),)
+        for other, share in bars:
+            if other not in overall:
+                continue
+            bound = overall[other]["censored"] / share
+            passed = mine <= bound if share > 1 else mine < bound
+            relation = f"≤ 1/{share} of" if share > 1 else "<"
+            print(
+                f"{'PASS' if passed else 'MISS'}: {method} {mine:.1f} trials {relation} {other}'s "
+                f"{overall[other]['censored']:.1f}" + (f" = {bound:.1f}" if share > 1 else "")
+            )
+        final_verdict(finals[method], method)
 
 
 def main() -> None:
@@ -321,6 +367,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--dir", type=Path, help="keep the databases here (default: scratch)")
+    parser.add_argument(
+        "--prior",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="add method NAME: the model strategy from the prior saved at FILE",
+    )
+    parser.add_argument("--methods", nargs="+", metavar="M", help="run only these methods")
     args = parser.parse_args()
     if args.trials < 1 or args.seeds < 1:
         parser.error(f"--trials and --seeds must be >= 1, got {args.trials} and {args.seeds}")
@@ -332,9 +386,22 @@ def main() -> None:
             tt.workload(spec)
         except TensorTuneError as exc:
             parser.error(f"workload {spec!r}: {exc}")
-    meta = pretrained_meta()
-    if meta is None:
-        raise SystemExit(f"the pretrained model {PRETRAINED_PATH} does not load: nothing to test")
+    methods = dict(METHODS)
+    for given in args.prior:
+        name, sep, file = given.partition("=")
+        if not sep or not name or not file or name in METHODS:
+            parser.error(f"--prior {given!r}: want NAME=FILE with a NAME not in {list(METHODS)}")
+        methods[name] = prior_method(name, Path(file))
+        print(f"prior {name} ({file}): {pretrained_meta(Path(file))}")
+    if args.methods:
+        if unknown := [m for m in args.methods if m not in methods]:
+            parser.error(f"--methods {unknown}: choose from {list(methods)}")
+        methods = {m: methods[m] for m in args.methods}
+    if "pretrained" in methods:
+        meta = pretrained_meta()
+        if meta is None:
+            raise SystemExit(f"the pretrained model {PRETRAINED_PATH} does not load")
+        print(f"prior {PRETRAINED_PATH.name}: {meta}")
     folder = args.dir or Path(tempfile.mkdtemp(prefix="search_savings_"))
     folder.mkdir(parents=True, exist_ok=True)
     target = tt.Target.detect(num_threads=args.threads)
@@ -342,17 +409,20 @@ def main() -> None:
         f"CPU {target.name}: target {target} ({target.isa}, {target.vector_bits}-bit vectors, "
         f"{target.num_threads} threads)"
     )
-    print(f"prior {PRETRAINED_PATH.name}: {meta}")
     print(
-        f"{args.trials} trials x {args.seeds} seeds x {len(METHODS)} methods; databases in {folder}"
+        f"{args.trials} trials x {args.seeds} seeds x {len(methods)} methods; databases in {folder}"
     )
+    # the methods with a prior, each held against learning from scratch
+    compared = [m for m in methods if m not in METHODS or m == "pretrained"]
+    compared = compared if "scratch" in methods else []
     table: dict[str, dict[str, dict[str, float]]] = {}
-    finals: dict[str, tuple[float, float, float]] = {}
+    finals: dict[str, dict[str, tuple[float, float, float]]] = {m: {} for m in compared}
     for spec in specs:
         print(f"{op_class(spec)}: {spec}", flush=True)
-        runs = tune_runs(spec, args, target, folder)
+        runs = tune_runs(spec, args, target, folder, methods)
         table[spec] = summary(runs, args.trials)
-        finals[spec] = final_check(runs, "pretrained", "scratch")
+        for m in compared:
+            finals[m][spec] = final_check(runs, m, "scratch")
     print_table(table)
     print_verdict(table, finals, args.trials)
 

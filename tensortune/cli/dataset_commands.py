@@ -135,6 +135,13 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="where to save (default: the package's pretrained model file)",
     )
+    p.add_argument(
+        "--restricted",
+        default=None,
+        metavar="TARGET",
+        help="train on this target's records only ('avx2', 'threads=1'); the held-out check "
+        "then tests the model on every other target's",
+    )
     p.set_defaults(run=cmd_train)
 
     p = command(
@@ -211,12 +218,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from ..dataset import read_records, train_pretrained
 
-    path, meta = train_pretrained(read_records(args.inputs), args.model, args.output)
+    path, meta = train_pretrained(
+        read_records(args.inputs), args.model, args.output, args.restricted
+    )
+    held = meta["held_out"]
     print(
         f"trained {args.model} on {meta['records']} records of {meta['workloads']} workloads "
-        f"({', '.join(meta['cpu_kinds'])}); saved to {path}"
+        f"({', '.join(meta['cpu_kinds'])}; {', '.join(meta['targets'])}); held-out pairwise "
+        f"{_figure(held.get('pairwise_accuracy'))}, top-5 {_figure(held.get('top5_score'))} "
+        f"over {held.get('workloads', 0)} workloads; saved to {path}"
     )
     return EXIT_OK
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def cmd_card(args: argparse.Namespace) -> int:

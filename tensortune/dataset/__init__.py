@@ -11,7 +11,7 @@ from __future__ import annotations
 from .card import write_card
 from .collect import collect, dataset_db_path, measured_trials
 from .export import export_dataset
-from .records import DatasetError, cpu_kind, read_records, target_of, write_records
+from .records import DatasetError, cpu_kind, on_target, read_records, target_of, write_records
 from .train import feature_set, fit, groups_of, train_pretrained, training_records
 from .workloads import (
     HELD_OUT_FAMILIES,
@@ -40,6 +40,7 @@ __all__ = [
     "groups_of",
     "held_out_workloads",
     "measured_trials",
+    "on_target",
     "op_class",
     "read_records",
     "target_of",

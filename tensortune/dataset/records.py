@@ -14,7 +14,7 @@ import dataclasses
 import gzip
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,23 @@ def target_of(record: dict[str, Any]) -> Target:
         l2_bytes=int(caches["l2"]),
         l3_bytes=int(caches["l3"]),
     )
+
+
+def on_target(spec: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a record was taken on the restricted target ``spec``: an ISA (``"avx2"``) or a
+    thread count (``"threads=1"``). What a model trained on one target's records only, to be
+    tested on the others, selects by."""
+    if spec.startswith("threads="):
+        count = spec.split("=", 1)[1]
+        if not count.isdigit() or int(count) < 1:
+            raise DatasetError(f"restricted target {spec!r}: threads=N wants a positive count")
+        return lambda r: int(r["threads"]) == int(count)
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", spec):
+        raise DatasetError(
+            f"restricted target {spec!r}: give an ISA (e.g. 'avx2') or a thread count "
+            "(e.g. 'threads=1')"
+        )
+    return lambda r: r["isa"] == spec
 
 
 def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> int:

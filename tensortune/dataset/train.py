@@ -27,7 +27,7 @@ from ..cost_model.pretrained import PRETRAINED_PATH, save_pretrained
 from ..database.record import canonical_json, rank_score
 from ..space.registry import design_space
 from ..workload import workload
-from .records import DatasetError, target_of
+from .records import DatasetError, on_target, target_of
 from .workloads import check_no_held_out, held_out_workloads
 
 GroupKey = tuple[str, str, str]
@@ -262,15 +262,28 @@ def fit(
 
 
 def train_pretrained(
-    records: Sequence[dict[str, Any]], model: str = "lgbm-rank", path: str | Path | None = None
+    records: Sequence[dict[str, Any]],
+    model: str = "lgbm-rank",
+    path: str | Path | None = None,
+    restricted: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Fit ``model`` on every trainable record and save it as a pretrained file (default: the
-    package's); returns the path and the meta saved beside the model."""
+    package's); returns the path and the meta saved beside the model. With ``restricted`` (a
+    target spec of ``on_target``: ``"avx2"``, ``"threads=1"``) it trains on that target's
+    records only and its held-out check tests it on every other target's: how a prior from a
+    smaller machine, or a cheaper collection, carries to the full one."""
     train = training_records(records)
-    if not train:
-        raise DatasetError("every record belongs to a held-out family: nothing to train on")
-    fitted, data = fit(train, model)
     held = [r for r in records if r["workload"] in set(held_out_workloads())]
+    if restricted is not None:
+        on = on_target(restricted)
+        train = [r for r in train if on(r)]
+        held = [r for r in held if not on(r)]
+    if not train:
+        raise DatasetError(
+            "no record to train on: every record belongs to a held-out family"
+            + ("" if restricted is None else f" or to a target other than {restricted!r}")
+        )
+    fitted, data = fit(train, model)
     per_class: dict[str, int] = {}
     for g in data.info:
         per_class[g.op_class] = per_class.get(g.op_class, 0) + g.records
@@ -282,6 +295,7 @@ def train_pretrained(
         "records_per_op_class": dict(sorted(per_class.items())),
         "cpu_kinds": sorted({g.key[2] for g in data.info}),
         "targets": sorted({g.key[1] for g in data.info}),
+        "restricted": restricted,
         "date": datetime.date.today().isoformat(),
         "held_out": held_out_check(fitted, held),
         "cross_validated": cross_validated_check(data, model),

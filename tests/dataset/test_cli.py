@@ -31,6 +31,10 @@ def test_export_train_card(tiny_db, tmp_path):
     done = _run("train", str(out.parent), "-o", str(tmp_path / "prior.json"))
     assert done.returncode == 0, done.stderr
     assert "on 24 records of 2 workloads" in done.stdout and (tmp_path / "prior.json").is_file()
+    assert "held-out pairwise 0." in done.stdout or "held-out pairwise 1.0" in done.stdout
+    done = _run("train", str(out.parent), "--restricted", "threads=0", "-o", str(tmp_path / "r"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "threads=N wants a positive count" in done.stderr and not (tmp_path / "r").exists()
     done = _run("card", str(out), "-o", str(tmp_path / "CARD.md"))
     assert done.returncode == 0 and "| softmax | 12 |" in (tmp_path / "CARD.md").read_text()
 

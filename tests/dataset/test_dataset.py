@@ -23,6 +23,7 @@ from tensortune.dataset import (
     groups_of,
     held_out_workloads,
     measured_trials,
+    on_target,
     op_class,
     read_records,
     train_pretrained,
@@ -105,6 +106,24 @@ def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, t
     assert data.features.shape == (36, len(TRANSFERABLE_FEATURES))
     scores = model.predict(data.features)
     assert scores.shape == (36,) and np.isfinite(scores).all()
+
+
+def test_a_restricted_prior_trains_on_one_target_and_is_checked_on_the_others(exported, tmp_path):
+    records = read_records([exported.parent])
+    more = records[0]["threads"] + 1  # the same measurements, as if taken with one more thread
+    copies = [{**r, "threads": more, "target": f"{r['target']}+{more}t"} for r in records]
+    _, meta = train_pretrained(
+        records + copies, "lgbm-rank", tmp_path / "r.json", f"threads={more}"
+    )
+    assert meta["restricted"] == f"threads={more}" and meta["records"] == 24
+    assert meta["targets"] == [f"{records[0]['target']}+{more}t"]
+    assert meta["held_out"]["workloads"] == 1  # the held-out dense layer on the other target only
+    with pytest.raises(DatasetError, match="other than 'avx512_bf16'"):
+        train_pretrained(records, "lgbm-rank", tmp_path / "x.json", "avx512_bf16")
+    with pytest.raises(DatasetError, match="threads=N wants a positive count"):
+        on_target("threads=0")
+    with pytest.raises(DatasetError, match="give an ISA"):
+        on_target("AVX 2")
 
 
 def _groups(*keys: tuple[str, str, str]) -> FeatureSet:
