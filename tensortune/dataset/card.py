@@ -21,6 +21,7 @@ def card_text(records: Sequence[dict[str, Any]], notes: Sequence[str] = ()) -> s
     """The card of these records (counts are computed, never typed in)."""
     held = set(held_out_workloads())
     cpus = Counter((r["cpu_kind"], r["cpu"]) for r in records)
+    targets = Counter((r["cpu_kind"], r["target"]) for r in records)
     classes = sorted({r["op_class"] for r in records})
     rows = []
     for cls in classes:
@@ -65,7 +66,16 @@ def card_text(records: Sequence[dict[str, Any]], notes: Sequence[str] = ()) -> s
         "## CPUs",
         "",
         *_table(
-            ("kind", "model name", "records"), [(k, n, c) for (k, n), c in sorted(cpus.items())]
+            ("kind", "model name", "records", "records per target"),
+            [
+                (
+                    k,
+                    n,
+                    c,
+                    ", ".join(f"{t}: {m}" for (kk, t), m in sorted(targets.items()) if kk == k),
+                )
+                for (k, n), c in sorted(cpus.items())
+            ],
         ),
         "",
         "## Records per op class",

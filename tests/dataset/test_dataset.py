@@ -203,6 +203,8 @@ def test_card_counts_records_per_op_class(exported):
     text = card_text(read_records([exported]), notes=["loaded host"])
     assert "| matmul | 12 | 11 | 1 | 0 |" in text and "| dense | 12 | 11 | 0 | 1 |" in text
     assert "mobilenet_v2" in text and "- loaded host" in text
+    first = read_records([exported])[0]
+    assert f"| {first['cpu']} | 36 | {first['target']}: 36 |" in text  # records per target
 
 
 def test_bad_files_are_one_clear_error(tmp_path):
