@@ -70,22 +70,19 @@ def test_summary_measures_every_method_against_the_best_of_all_runs(savings):
 
 
 def test_a_prior_method_is_held_against_from_scratch_alone(savings, capsys):
-    runs = [
-        savings.Run("scratch", 0, [3.0, 2.0, 1.0, 1.0], [1, 2, 3, 4], 0.01),
-        savings.Run("restricted", 0, [2.0, 1.0, 1.0, 1.0], [1, 2, 3, 4], 0.01),
-    ]
-    table = {"w": savings.summary(runs, budget=4)}
-    finals = {"restricted": {"w": savings.final_check(runs, "restricted", "scratch")}}
-    savings.print_verdict(table, finals, budget=4)
-    out = capsys.readouterr().out
+    scratch = savings.Run("scratch", 0, [3.0, 2.0, 1.0, 1.0], [1, 2, 3, 4], 0.01)
+
+    def verdict(restricted_scores):
+        runs = [scratch, savings.Run("restricted", 0, restricted_scores, [1, 2, 3, 4], 0.01)]
+        finals = {"restricted": {"w": savings.final_check(runs, "restricted", "scratch")}}
+        savings.print_verdict({"w": savings.summary(runs, budget=4)}, finals, budget=4)
+        return capsys.readouterr().out
+
+    out = verdict([2.0, 1.0, 1.0, 1.0])
     assert "PASS: restricted 2.0 trials < scratch's 3.0" in out
     assert "PASS: restricted's final best below from-scratch's by more than noise on 0/1" in out
     assert "random" not in out  # the shipped prior's bars need methods that did not run
-    slower = [runs[0], savings.Run("restricted", 0, [3.0, 3.0, 3.0, 1.5], [1, 2, 3, 4], 0.01)]
-    table = {"w": savings.summary(slower, budget=4)}
-    finals = {"restricted": {"w": savings.final_check(slower, "restricted", "scratch")}}
-    savings.print_verdict(table, finals, budget=4)
-    out = capsys.readouterr().out
+    out = verdict([3.0, 3.0, 3.0, 1.5])
     assert "MISS: restricted 5.0 trials < scratch's 3.0" in out
     assert "MISS: restricted's final best below from-scratch's by more than noise on 1/1" in out
 
