@@ -84,7 +84,8 @@ def on_target(spec: str) -> Callable[[dict[str, Any]], bool]:
         count = spec.split("=", 1)[1]
         if not count.isdigit() or int(count) < 1:
             raise DatasetError(f"restricted target {spec!r}: threads=N wants a positive count")
-        return lambda r: int(r["threads"]) == int(count)
+        threads = int(count)
+        return lambda r: int(r["threads"]) == threads
     if not re.fullmatch(r"[a-z][a-z0-9_]*", spec):
         raise DatasetError(
             f"restricted target {spec!r}: give an ISA (e.g. 'avx2') or a thread count "

@@ -273,7 +273,8 @@ def train_pretrained(
     records only and its held-out check tests it on every other target's: how a prior from a
     smaller machine, or a cheaper collection, carries to the full one."""
     train = training_records(records)
-    held = [r for r in records if r["workload"] in set(held_out_workloads())]
+    held_keys = set(held_out_workloads())
+    held = [r for r in records if r["workload"] in held_keys]
     if restricted is not None:
         on = on_target(restricted)
         train = [r for r in train if on(r)]
