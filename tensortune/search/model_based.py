@@ -223,9 +223,35 @@ class ModelBasedSearch(SearchStrategy):
             # spread over the space, so a prior that is wrong here is found out quickly.
             keys = {self.space.config_key(c) for c in first}
             ranked = [c for c in self._ranked_candidates() if self.space.config_key(c) not in keys]
-            first += self._select(ranked, (n - len(first) + 1) // 2)
+            first += self._covering(ranked, (n - len(first) + 1) // 2, first)
         first += self._neighbours(round(self.near_initial * (n - len(first))), first)
         return first + self._space_filling(n - len(first), first)
+
+    def _covering(self, ranked: list[Config], n: int, picked: list[Config]) -> list[Config]:
+        """The prior's ``n`` warm-up picks, spread over the space's branches: its best-ranked
+        config, then for each value of an unordered knob (in the space's order: variant, vector
+        axis, loop order first) that no pick has yet, the best-ranked config with that value,
+        then the best of the rest. A prior learned on other workloads is least sure which branch
+        wins on a new shape, and a first batch all in one branch can keep the search there."""
+        if n <= 0 or not ranked:
+            return []
+        rows = self.space.indices(ranked)
+        covered = {(j, i) for row in self.space.indices(picked) for j, i in enumerate(row)}
+        branches = [(j, i) for j in np.flatnonzero(~self._ordered) for i in np.unique(rows[:, j])]
+        out: list[Config] = []
+        for knob, value in [(None, None), *branches]:
+            if len(out) == n:
+                break
+            if knob is not None and (knob, value) in covered:
+                continue
+            for k in range(len(ranked)):
+                if (knob is None or rows[k, knob] == value) and self._claim(ranked[k]):
+                    out.append(ranked[k])
+                    covered.update(enumerate(rows[k]))
+                    break
+        keys = {self.space.config_key(c) for c in out}
+        rest = [c for c in ranked if self.space.config_key(c) not in keys]
+        return out + self._select(rest, n - len(out))
 
     def _neighbours(self, n: int, picked: list[Config]) -> list[Config]:
         """Up to ``n`` unseen configs one knob away from an ``initial`` config (new programs),
