@@ -6,10 +6,13 @@ tails, guards and strided variants of each template get compiled and checked aga
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import tensortune as tt
+from tensortune.errors import BuildError
 from tensortune.pipeline import build_source
 from tensortune.space.registry import design_space
 
@@ -109,7 +112,12 @@ def test_default_and_sampled_configs_of_real_shapes_lower(spec: str, isa: str) -
 def test_every_default_is_a_config_of_its_space_on_every_target(isa: str, threads: int) -> None:
     """The default is what an untuned compile builds: on a one-thread target too (the norm
     space's default once broke its own constraint there, so `tt.compile` of a softmax failed)."""
-    target = tt.Target.cross(isa, num_threads=threads)
+    try:
+        target = tt.Target.cross(isa, num_threads=threads)
+    except BuildError as exc:  # no cross compiler here: CI installs one and requires it
+        if os.environ.get("TENSORTUNE_REQUIRE_AARCH64") == "1":
+            raise
+        pytest.skip(str(exc))
     for spec in SPECS:
         ds = design_space(tt.workload(spec), target)
         ds.space.validate(ds.default)
