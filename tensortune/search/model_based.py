@@ -50,7 +50,8 @@ class ModelBasedSearch(SearchStrategy):
     then trusted from the first ask if it already holds ``min_train`` samples). A model with a
     pretrained prior (``prior_features``, e.g. ``"pretrained"``, the tuner's default) ranks from
     the first ask: during the warm-up of step 1, half of each batch after the ``initial``
-    configs is the prior's best-ranked candidates, the rest the usual spread; its rows must
+    configs is the prior's picks (its best-ranked candidate, then its best in each branch of an
+    unordered knob the batch lacks: see ``_covering``), the rest the usual spread; its rows must
     start with the prior's columns (``features`` with matching ``names``, as
     ``LoopNestFeatures`` has). ``features`` maps a list of configs to
     a 2-D feature matrix (e.g. loop-nest features of the lowered program) and replaces
