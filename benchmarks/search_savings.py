@@ -22,6 +22,14 @@ score, and how many did not is printed. The reference best of a workload is the 
 of its runs found; a run reaches 95% of it at the first trial whose score is within best / 0.95,
 and its wall time is the tuner's elapsed time at that record.
 
+A run's own final re-measures only its own leaders, so a config another run timed once at a lucky
+moment could set a reference best that no run can reach (on a 2-thread conv, one config was timed
+at 0.58 of the best in one run and at 1.00 in another). So before scoring, a referee re-measures
+the ``REFEREE_TOP`` fastest configs of every run (``--referee`` rounds, each a tune of its own into
+``TAG-referee-PASS-ROUND.db`` that measures them once, in a shuffled order, then runs the tuner's
+final): every contender then scores by the median of several measurements taken side by side.
+A config that rises into some run's top through the re-scoring is refereed in a further pass.
+
 Printed: per workload and method the mean over seeds of trials and seconds to 95% (over the
 runs that reached it, with how many did), and the final best relative to the reference best;
 then the means over all workloads and seeds and issue 15's bars with PASS/MISS: pretrained
@@ -44,6 +52,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import random
 import statistics
 import tempfile
 from collections.abc import Callable, Sequence
@@ -58,6 +67,8 @@ from tensortune.database import open_database
 from tensortune.database.record import TuningRecord, rank_configs, rank_score
 from tensortune.dataset import held_out_workloads, op_class
 from tensortune.errors import TensorTuneError
+from tensortune.search import SearchStrategy, register_strategy
+from tensortune.space import Config, SearchSpace
 from tensortune.tuning.session import CONFIRM
 
 #: A method's model: a registered name, or a factory of a fresh model from the run's seed.
@@ -72,6 +83,10 @@ METHODS: dict[str, tuple[str, Model]] = {
 FRACTION = 0.95
 DISTURBED = 3.0
 """How far (a factor either way) a reference time may stray from its median and still count."""
+REFEREE_TOP = 3
+"""How many of each run's fastest configs the referee re-measures."""
+REFEREE_PASSES = 3
+"""At most this many referee passes, each over the contenders the last one's scores brought up."""
 
 
 @dataclass(frozen=True)
@@ -255,6 +270,103 @@ def prior_method(name: str, file: Path) -> tuple[str, Model]:
     return "model", fresh
 
 
+class Listed(SearchStrategy):
+    """Proposes the configs it was given, in their order, each once: the referee's strategy."""
+
+    name = "listed"
+
+    def __init__(self, space: SearchSpace, seed: int | None = None, *, configs: Sequence[Config]):
+        super().__init__(space, seed)
+        self._configs = [dict(c) for c in configs]
+
+    def _ask(self, n: int) -> list[Config]:
+        return [c for c in self._configs if not self.is_seen(c)][:n]
+
+
+def contenders(
+    measured: Sequence[tuple[str, int, list[TuningRecord]]],
+    score: Callable[[TuningRecord], float],
+    top: int = REFEREE_TOP,
+) -> dict[str, Config]:
+    """The ``top`` fastest configs by ``score`` of each run's search, by config key."""
+    out: dict[str, Config] = {}
+    for _, _, records in measured:
+        ranked = sorted((r for r in records if r.ok and r.strategy != CONFIRM), key=score)
+        best = {r.config_key: r.config for r in ranked if math.isfinite(score(r))}
+        out.update(list(best.items())[:top])
+    return out
+
+
+def referee(
+    spec: str,
+    configs: dict[str, Config],
+    args: argparse.Namespace,
+    target: tt.Target,
+    stem: Path,
+) -> list[TuningRecord]:
+    """Every measurement of ``configs`` in ``args.referee`` rounds, each round a tune of its own
+    into ``STEM-ROUND.db`` that measures them once in a shuffled order (a rerun resumes it), then
+    re-times its leaders and the default as every tune's final does."""
+    records: list[TuningRecord] = []
+    for round_ in range(args.referee):
+        order = sorted(configs)
+        random.Random(round_).shuffle(order)
+        listed = [configs[key] for key in order]
+        register_strategy(
+            Listed.name,
+            lambda space, seed=None, listed=listed: Listed(space, seed, configs=listed),
+            replace=True,
+        )
+        db = stem.with_name(f"{stem.name}-{round_}.db")
+        result = tt.tune(
+            spec,
+            trials=len(listed),
+            db=db,
+            target=target,
+            seed=round_,
+            batch_size=args.batch_size,
+            strategy=Listed.name,
+        )
+        with open_database(db) as database:
+            records += database.records(result.workload, result.target)
+    return records
+
+
+def refereed_scores(
+    spec: str,
+    measured: Sequence[tuple[str, int, list[TuningRecord]]],
+    args: argparse.Namespace,
+    target: tt.Target,
+    stem: Path,
+) -> Callable[[TuningRecord], float]:
+    """``config_scores`` over the runs' records and the referee's re-measurements of every run's
+    contenders, pass after pass until no new config rises into a run's top (see the module's
+    docstring); with ``--referee 0``, over the runs' records alone."""
+    records = [r for _, _, recs in measured for r in recs]
+    score = config_scores(records)
+    before = min(map(score, records))
+    done: dict[str, Config] = {}
+    for step in range(REFEREE_PASSES if args.referee else 0):
+        fresh = {k: c for k, c in contenders(measured, score).items() if k not in done}
+        if not fresh:
+            break
+        records += referee(spec, fresh, args, target, stem.with_name(f"{stem.name}-{step}"))
+        done.update(fresh)
+        score = config_scores(records)
+    if done:
+        after = min(map(score, records))
+        print(
+            f"  referee: {len(done)} contenders x {args.referee} rounds; the best's score "
+            f"{before:.3f} before, {after:.3f} after",
+            flush=True,
+        )
+    if bad := disturbed(records):
+        print(
+            f"  {len(bad)} of {len(records)} measurements disturbed (reference stalled): unscored"
+        )
+    return score
+
+
 def tune_runs(
     spec: str,
     args: argparse.Namespace,
@@ -281,14 +393,9 @@ def tune_runs(
             with open_database(db) as database:
                 measured.append((method, seed, database.records(result.workload, result.target)))
             print(f"  seed {seed} {method:10s} {result.trials} trials", flush=True)
-    records = [r for _, _, recs in measured for r in recs]
-    if not any(r.ok for r in records):
+    if not any(r.ok for _, _, recs in measured for r in recs):
         raise SystemExit(f"{spec}: no run measured any config successfully: nothing to compare")
-    score = config_scores(records)
-    if bad := disturbed(records):
-        print(
-            f"  {len(bad)} of {len(records)} measurements disturbed (reference stalled): unscored"
-        )
+    score = refereed_scores(spec, measured, args, target, folder / f"{tag}-referee")
     return [run_of(method, seed, recs, score) for method, seed, recs in measured]
 
 
@@ -375,9 +482,19 @@ def main() -> None:
         help="add method NAME: the model strategy from the prior saved at FILE",
     )
     parser.add_argument("--methods", nargs="+", metavar="M", help="run only these methods")
+    parser.add_argument(
+        "--referee",
+        type=int,
+        default=3,
+        metavar="ROUNDS",
+        help="re-measure every run's top configs this many times before scoring (0: never)",
+    )
     args = parser.parse_args()
-    if args.trials < 1 or args.seeds < 1:
-        parser.error(f"--trials and --seeds must be >= 1, got {args.trials} and {args.seeds}")
+    if args.trials < 1 or args.seeds < 1 or args.referee < 0:
+        parser.error(
+            f"--trials and --seeds must be >= 1 and --referee >= 0, got {args.trials}, "
+            f"{args.seeds} and {args.referee}"
+        )
     specs = [s for s in args.workloads or default_workloads() if not args.only or args.only in s]
     if not specs:
         parser.error(f"--only {args.only!r} matches none of the workloads")

@@ -165,3 +165,24 @@ def test_a_measurement_whose_reference_stalled_does_not_score(savings):
     assert savings.disturbed(records) == {4}
     score = savings.config_scores(records)
     assert score(stalled) == math.inf and score(records[0]) == 1.0
+
+
+def test_the_referee_takes_each_runs_fastest_configs_once(savings):
+    first = [record(1, ratio=1.0), record(2, ratio=0.5), record(3, ratio=0.7)]
+    second = [record(1, ratio=1.0), record(4, ratio=0.6), record(5, error="timeout")]
+    confirm = record(9, ratio=0.1, strategy=CONFIRM)  # the final's, not the search's
+    records = [*first, *second, confirm]
+    score = savings.config_scores(records)
+    measured = [("random", 0, [*first, confirm]), ("scratch", 0, second)]
+    picks = savings.contenders(measured, score, top=2)
+    assert list(picks) == ['{"k":2}', '{"k":3}', '{"k":4}', '{"k":1}']
+
+
+def test_the_listed_strategy_proposes_its_configs_in_order_once(savings):
+    from tensortune.space import Knob, SearchSpace
+
+    space = SearchSpace([Knob("k", [1, 2, 3, 4])])
+    listed = savings.Listed(space, 0, configs=[{"k": 3}, {"k": 1}, {"k": 4}])
+    listed.tell([{"k": 1}], [1.0])  # a resumed round: measured before
+    assert listed.ask(2) == [{"k": 3}, {"k": 4}]
+    assert listed.ask(2) == []
