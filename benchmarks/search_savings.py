@@ -83,6 +83,8 @@ METHODS: dict[str, tuple[str, Model]] = {
 FRACTION = 0.95
 DISTURBED = 3.0
 """How far (a factor either way) a reference time may stray from its median and still count."""
+SLOW_REFERENCE = 1.5
+"""A reference timed at over this many times its fastest is reported as in a slow state."""
 REFEREE_TOP = 3
 """How many of each run's fastest configs the referee re-measures."""
 REFEREE_PASSES = 3
@@ -150,6 +152,18 @@ def disturbed(records: Sequence[TuningRecord], factor: float = DISTURBED) -> set
         and r.reference_seconds
         and not median / factor <= r.reference_seconds <= median * factor
     }
+
+
+def slow_references(records: Sequence[TuningRecord], factor: float = SLOW_REFERENCE) -> int:
+    """How many records timed their reference at over ``factor`` times its fastest time in
+    ``records``. Not host drift but the reference kernel's own state: the C=3 stem conv's default
+    (three parallel regions, two of 3 iterations) ran at its 1-thread time, 0.18 ms against
+    0.09, for minutes at a time, while candidates timed beside it kept their speed; under
+    ``GOMP_SPINCOUNT=10000`` it does so at once. Ratios taken in that state are on another
+    scale than the rest, so the count is printed beside the scores."""
+    refs = [r.reference_seconds for r in records if r.ok and r.reference_seconds]
+    floor = min(refs, default=0.0)
+    return sum(ref > factor * floor for ref in refs)
 
 
 def config_scores(records: Sequence[TuningRecord]) -> Callable[[TuningRecord], float]:
@@ -363,6 +377,12 @@ def refereed_scores(
     if bad := disturbed(records):
         print(
             f"  {len(bad)} of {len(records)} measurements disturbed (reference stalled): unscored"
+        )
+    if slow := slow_references(records):
+        print(
+            f"  {slow} of {len(records)} measurements timed the reference at over "
+            f"{SLOW_REFERENCE}x its fastest: their ratios are on another scale (see "
+            "slow_references)"
         )
     return score
 

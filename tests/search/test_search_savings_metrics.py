@@ -186,3 +186,14 @@ def test_the_listed_strategy_proposes_its_configs_in_order_once(savings):
     listed.tell([{"k": 1}], [1.0])  # a resumed round: measured before
     assert listed.ask(2) == [{"k": 3}, {"k": 4}]
     assert listed.ask(2) == []
+
+
+def test_references_timed_in_a_slow_state_are_counted(savings):
+    def timed(trial, reference):
+        fields = record(trial, ratio=1.0).to_dict()
+        return TuningRecord(**{**fields, "reference_seconds": reference})
+
+    records = [timed(1, 1e-3), timed(2, 1.1e-3), timed(3, 1.9e-3), timed(4, 2e-3)]
+    assert savings.slow_references(records) == 2
+    assert savings.slow_references(records[:2]) == 0
+    assert savings.slow_references([record(1, error="timeout")]) == 0
