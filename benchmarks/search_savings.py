@@ -23,8 +23,7 @@ of its runs found; a run reaches 95% of it at the first trial whose score is wit
 and its wall time is the tuner's elapsed time at that record.
 
 A run's own final re-measures only its own leaders, so a config another run timed once at a lucky
-moment could set a reference best that no run can reach (on a 2-thread conv, one config was timed
-at 0.58 of the best in one run and at 1.00 in another). So before scoring, a referee re-measures
+moment could set a reference best that no run can reach. So before scoring, a referee re-measures
 the ``REFEREE_TOP`` fastest configs of every run (``--referee`` rounds, each a tune of its own into
 ``TAG-referee-PASS-ROUND.db`` that measures them once, in a shuffled order, then runs the tuner's
 final): every contender then scores by the median of several measurements taken side by side.
@@ -156,11 +155,11 @@ def disturbed(records: Sequence[TuningRecord], factor: float = DISTURBED) -> set
 
 def slow_references(records: Sequence[TuningRecord], factor: float = SLOW_REFERENCE) -> int:
     """How many records timed their reference at over ``factor`` times its fastest time in
-    ``records``. Not host drift but the reference kernel's own state: the C=3 stem conv's default
-    (three parallel regions, two of 3 iterations) ran at its 1-thread time, 0.18 ms against
-    0.09, for minutes at a time, while candidates timed beside it kept their speed; under
-    ``GOMP_SPINCOUNT=10000`` it does so at once. Ratios taken in that state are on another
-    scale than the rest, so the count is printed beside the scores."""
+    ``records``. Not host drift but the reference kernel's own state: on a Zen 5 the C=3 stem
+    conv's default ran at its 1-thread time, 0.18 ms against 0.09, for minutes at a time, while
+    candidates timed beside it kept their speed (under ``GOMP_SPINCOUNT=10000`` it did so in a
+    fresh process for its first seconds). Ratios taken in that state are on another scale than
+    the rest, so the count is printed beside the scores."""
     refs = [r.reference_seconds for r in records if r.ok and r.reference_seconds]
     floor = min(refs, default=0.0)
     return sum(ref > factor * floor for ref in refs)
