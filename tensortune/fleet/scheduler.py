@@ -27,6 +27,8 @@ log = logging.getLogger("tensortune.fleet")
 START_SECONDS = 300.0
 """How long a node may take to start its actor and worker (import, reference kernel build)."""
 POLL_SECONDS = 1.0
+REPORT_SECONDS = 30.0
+"""How long a live node may take to send its accounts at the end of a run."""
 
 
 @dataclass(eq=False)
@@ -129,10 +131,17 @@ class Fleet:
                     )
 
     def report(self) -> list[NodeReport]:
-        """Every node's accounts, refused and dropped ones included."""
+        """Every node's accounts, refused and dropped ones included. A node that died after its
+        last task (so no task of the run failed on it) is found here, and reported as dropped
+        with its last accounts."""
+        ray = self._ray
         for node in self._live():
-            with contextlib.suppress(Exception):  # a node dying now keeps its last accounts
-                node.stats = self._ray.get(node.actor.stats.remote(), timeout=30)
+            try:
+                node.stats = ray.get(node.actor.stats.remote(), timeout=REPORT_SECONDS)
+            except ray.exceptions.GetTimeoutError:
+                self._drop(node, ("hung", f"no accounts in {REPORT_SECONDS:g} s"), {}, deque())
+            except ray.exceptions.RayError as exc:
+                self._drop(node, _death(exc), {}, deque())
         return [node.report() for node in self.nodes]
 
     def close(self) -> None:

@@ -19,6 +19,10 @@ class ActorDied(Exception):
     pass
 
 
+class GetTimeout(ActorDied):  # ray's GetTimeoutError is a RayError too
+    pass
+
+
 class Ref:
     """A call's result: ready with a value, ready with an error, or never ready."""
 
@@ -48,6 +52,10 @@ class Actor:
         return Ref(json.dumps({"value": {"i": task["i"]}, "stats": stats}))
 
     def _stats(self):
+        if self.behaviour == "dies after its work":
+            return Ref(error=ActorDied("gone"))
+        if self.behaviour == "silent after its work":
+            return Ref(error=GetTimeout("no answer"))
         return Ref({"built": 0, "measured": 0, "busy_seconds": 0.0, "up_seconds": 1.0})
 
     def _stop(self):
@@ -83,7 +91,10 @@ def fake_ray(actors: list[Actor]) -> types.ModuleType:
         for i, a in enumerate(actors)
     ]
     ray.exceptions = types.SimpleNamespace(
-        RayError=ActorDied, RayActorError=ActorDied, NodeDiedError=ActorDied
+        RayError=ActorDied,
+        RayActorError=ActorDied,
+        NodeDiedError=ActorDied,
+        GetTimeoutError=GetTimeout,
     )
     return ray
 
@@ -112,6 +123,22 @@ def test_dead_and_hung_nodes_lose_only_what_they_held(cluster_of):
     assert replies == Counter(range(12))  # every task answered, none twice
     assert states == {"good": "ok", "hangs": "hung", "dies later": "died", "foreign": "refused"}
     assert hung.ran and len(dying.ran) > 2  # both held tasks when they were given up on
+
+
+def test_a_node_that_dies_after_its_last_task_is_reported_dropped(cluster_of):
+    cluster_of(
+        Actor("k", "good"), Actor("k", "dies after its work"), Actor("k", "silent after its work")
+    )
+    with Fleet("auto", object, {}, "k", stall_seconds=5) as fleet:
+        fleet.run([{"i": i} for i in range(6)], lambda i, reply: None)
+        reports = {r.host: r for r in fleet.report()}
+    assert {host: r.state for host, r in reports.items()} == {
+        "good": "ok",
+        "dies after its work": "died",
+        "silent after its work": "hung",
+    }
+    # a dropped node keeps the accounts its last reply carried
+    assert reports["dies after its work"].measured == reports["silent after its work"].measured == 1
 
 
 def test_no_node_left_is_one_error_naming_each_node(cluster_of):
