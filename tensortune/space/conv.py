@@ -20,8 +20,11 @@ loads ``vectors`` vectors and broadcasts ``rows`` scalars, ``rows*vectors`` FMAs
   scalars are broadcast (any stride: scalar loads). The NCHW write-back scatters across
   channels, once per C*R*S FMAs.
 
-The pad stage is either materialised once or inlined (its tests are then loop-invariant in the
-channel loop when that loop is innermost, ``reduce_order="rsc"``).
+The pad stage is either materialised once, or (``pad_at="tile"``) per iteration of the parallel
+loop, just the rows it reads, or inlined (its tests are then loop-invariant in the channel loop
+when that loop is innermost, ``reduce_order="rsc"``). A copy made once is written split one way
+and read split another, half of it passing between the cores on every call; on a Zen 5 VM that
+slowed for minutes at a time (the C=3 stem's copy 0.10 -> 0.18 ms, per tile 0.10 -> 0.11).
 
 An epilogue (bias, activation, residual add: the output stage after the conv) either runs as a
 pass of its own over the conv's output, or (``fuse_epilogue``) writes each tile as the conv
@@ -52,6 +55,7 @@ from .template import (
     common_knobs,
     finish,
     lanes_for,
+    split_vectorize,
     vector_columns,
     window_stage,
 )
@@ -73,8 +77,10 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     groups = main.tensor.attrs.get("groups", 1)
     grouped = groups > 1
     by_channel = layout == "NCHW" and ext[a1] // groups >= 8
+    stages = Schedule(wl.outputs).stages
+    padded = any(st.tensor.tag == "pad" for st in stages)
     # an epilogue (bias, activation, residual add) is its own output stage after the conv
-    epilogue = any(st.is_output and st.tensor.tag != "conv2d" for st in Schedule(wl.outputs).stages)
+    epilogue = any(st.is_output and st.tensor.tag != "conv2d" for st in stages)
     # a depthwise NCHW conv's column tile can instead run down one channel's output rows,
     # which then share their input rows (a window of R rows slides by the stride)
     depthwise = layout == "NCHW" and grouped and ext[main.reduce_axes[0].name] == 1
@@ -103,6 +109,8 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         Knob("lanes", lane_choices),
         Knob("pixel_rows", tuple(x for x in (1, 2, 4) if x <= ext[a2])),
         Knob("inline_pad", (False, True)),
+        # padded convs only, and absent from the configs recorded before it
+        *([Knob("pad_at", ("root", "tile"), absent_means="root")] if padded else []),
         Knob("reduce_order", ("crs", "rsc")),
         Knob("parallel_fuse", (False, True)),
         # only where there is an epilogue: the configs of every other conv, and those recorded
@@ -145,6 +153,12 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         ),
     ]
 
+    constraints.append(
+        Constraint(
+            "pad_at_tile_only_copies", lambda c: not c["inline_pad"] or c.get("pad_at") != "tile"
+        )
+    )
+
     def build(config: Config) -> Schedule:
         s = Schedule(wl.outputs)
         st = next(x for x in s.stages if x.tensor.tag == "conv2d")
@@ -163,12 +177,15 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
             pixels = config.get("row_axis") == "pixels"
             tile_row, middle = (a2, a1) if pixels else (row, a2 if layout == "NCHW" else a1)
             _columns(s, name, host, layout, (n_, a1, a2, a3), (tile_row, middle, col), config)
-        if target.num_threads > 1:  # (a block loop of input channels stays outside, serial)
-            leaves = [lp.name for lp in s[host].leaves if lp.kind == "spatial"]
-            outer = leaves[1] if ext[n_] == 1 else leaves[0]
+        # the loop the threads share (a block loop of input channels stays outside, serial)
+        leaves = [lp.name for lp in s[host].leaves if lp.kind == "spatial"]
+        outer = leaves[1] if ext[n_] == 1 else leaves[0]
+        if target.num_threads > 1:
             if config["parallel_fuse"]:
                 outer = s.fuse(host, leaves[1], leaves[2])
             s.parallel(host, outer)
+        if config.get("pad_at") == "tile" and not config["inline_pad"]:
+            _pad_per_tile(s, host, outer, config["lanes"])
         return finish(s, config, config["lanes"], target.num_threads > 1, (name, host))
 
     lanes_d, vectors_d = tile_width(ext[col], lane_choices)
@@ -243,7 +260,22 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         # the 37 KB stem 1.3x slower so)
         weight_bytes = reduction * ext[a3] * 4
         default["channels_outer"] = default["parallel_fuse"] = weight_bytes > 2 * target.l2_bytes
+    if padded:  # an NCHW first conv (C <= 4) does little work per padded element, so the
+        # copy's handoff between threads weighs (Zen 5, 3x3/2 stem at 224: 0.099 ms median per
+        # tile, 0.103 copied once; 90th percentile 0.103 and 0.133; 7x7/2: 0.58 and 0.62 ms).
+        # Wide convs ran 0-6% slower per tile, re-padding each iteration's halo rows.
+        first = layout == "NCHW" and ext[main.reduce_axes[0].name] <= 4
+        default["pad_at"] = "tile" if first and not default["inline_pad"] else "root"
     return DesignSpace(wl, target, SearchSpace(knobs, constraints), build, default)
+
+
+def _pad_per_tile(s: Schedule, host: str, loop: str, lanes: int) -> None:
+    """The pad stage computed in ``host``'s ``loop`` (the one the threads share): each
+    iteration pads the input rows it reads, vectorized along the innermost."""
+    pad = next(st.name for st in s.stages if st.tensor.tag == "pad")
+    s.compute_at(pad, host, loop)
+    inner = s[pad].leaves[-1].name
+    split_vectorize(s, pad, inner, s[pad].extents()[inner], lanes)
 
 
 def _input_block(main: Stage, blocks: tuple[int, ...], budget: int) -> int:
