@@ -55,14 +55,19 @@ def test_a_pad_per_tile_is_written_and_read_inside_the_parallel_loop(avx512_targ
 
 def test_the_pad_knob_and_its_default(target) -> None:
     """Only padded convs have the knob; a config recorded before it copies the pad once; a pad
-    that is inlined has no copy to place; an NCHW first conv (C <= 4) copies per tile."""
+    that is inlined has no copy to place (the knob builds nothing different); an ungrouped
+    NCHW first conv (C <= 4) copies per tile, a depthwise conv (1 channel a group) does not."""
     stem = design_space(tt.workload(STEM), target)
     assert stem.space.knob("pad_at").choices == ("root", "tile")
     assert stem.default["pad_at"] == "tile" and not stem.default["inline_pad"]
     old = {k: v for k, v in stem.default.items() if k != "pad_at"}
     assert stem.space.is_valid(old) and stem.space.complete(old)["pad_at"] == "root"
-    assert not stem.space.is_valid({**stem.default, "inline_pad": True})
+    inlined = [{**stem.default, "inline_pad": True, "pad_at": at} for at in ("root", "tile")]
+    sources = {build_source(stem.schedule(c), "stem", target)[0] for c in inlined}
+    assert len(sources) == 1 and "X_pad[" not in sources.pop()
     wide = design_space(tt.workload("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1"), target)
     assert wide.default["pad_at"] == "root"
+    depthwise = design_space(tt.workload("conv2d:C=2,H=13,W=13,K=2,R=7,S=7,pad=3,groups=2"), target)
+    assert depthwise.default["pad_at"] == "root"
     unpadded = design_space(tt.workload("conv2d:C=16,H=8,W=8,K=16,R=1,S=1"), target)
     assert "pad_at" not in unpadded.space.names
