@@ -156,18 +156,10 @@ def disturbed(records: Sequence[TuningRecord], factor: float = DISTURBED) -> set
 def slow_references(records: Sequence[TuningRecord], factor: float = SLOW_REFERENCE) -> int:
     """How many records timed their reference at over ``factor`` times its fastest time in
     ``records``. Not drift that moves every kernel alike: on a Zen 5 VM the C=3 stem conv's
-    default ran 0.18 ms against 0.09 for minutes at a time while candidates timed beside it kept
-    their speed, and in other stretches both slowed, each by its own factor (0.10 -> 0.13-0.16
-    ms and 0.096 -> 0.14-0.16 ms, flipping every second or so). Through a slow block both
-    OpenMP threads stayed on their CPUs (no voluntary switch, no run-queue wait, no steal time
-    in ``/proc/stat``) and ran longer, so the guest sees nothing but the times. The long state
-    hits kernels whose parallel stages hand a buffer from one thread to the other: when it set
-    in, the default (a padded copy of X, written split by channel, read split by rows) went
-    0.105 -> 0.18 ms and stayed, the same default with the pad split by channel x row 0.102 ->
-    0.158, and with the pad inlined (no buffer) 0.114 -> 0.12. That fits the host placing the
-    two virtual CPUs apart, where a cache line one core writes and the other reads costs more.
-    Ratios taken in that state are on another scale than the rest, so the count is printed
-    beside the scores."""
+    default (then a padded copy written by one thread and read by the other) ran 0.18 ms against
+    0.10 for minutes at a time while candidates timed beside it kept their speed; why, and the
+    copy per tile that escapes it, is in ``tensortune/space/conv.py``. Ratios taken in that
+    state are on another scale than the rest, so the count is printed beside the scores."""
     refs = [r.reference_seconds for r in records if r.ok and r.reference_seconds]
     floor = min(refs, default=0.0)
     return sum(ref > factor * floor for ref in refs)
