@@ -133,9 +133,14 @@ class Fleet:
     def report(self) -> list[NodeReport]:
         """Every node's accounts, refused and dropped ones included. A node that died after its
         last task (so no task of the run failed on it) is found here, and reported as dropped
-        with its last accounts."""
+        with its last accounts: its machine has left the cluster (its actor's process may live
+        on for seconds and still answer), or its actor fails or says nothing."""
         ray = self._ray
+        alive = {info.node_id for info in alive_nodes()}
         for node in self._live():
+            if node.info.node_id not in alive:
+                self._drop(node, ("died", "its machine left the cluster"), {}, deque())
+                continue
             try:
                 node.stats = ray.get(node.actor.stats.remote(), timeout=REPORT_SECONDS)
             except ray.exceptions.GetTimeoutError:

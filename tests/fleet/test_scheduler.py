@@ -32,7 +32,7 @@ class Ref:
 
 class Actor:
     def __init__(self, key: str, behaviour: str):
-        self.key, self.behaviour, self.ran = key, behaviour, []
+        self.key, self.behaviour, self.ran, self.gone = key, behaviour, [], False
         for name in ("hello", "start", "run", "stats", "stop"):
             setattr(self, name, types.SimpleNamespace(remote=getattr(self, f"_{name}")))
 
@@ -44,6 +44,7 @@ class Actor:
 
     def _run(self, task):
         self.ran.append(task["i"])
+        self.gone = self.behaviour == "leaves after its work"  # its process answers on
         if self.behaviour == "hangs":
             return Ref(ready=False)
         if self.behaviour == "dies" or (self.behaviour == "dies later" and len(self.ran) > 2):
@@ -84,7 +85,7 @@ def fake_ray(actors: list[Actor]) -> types.ModuleType:
     ray.nodes = lambda: [
         {
             "NodeID": f"node{i}",
-            "Alive": True,
+            "Alive": not a.gone,
             "Resources": {"CPU": 1},
             "NodeManagerHostname": a.behaviour,
         }
@@ -127,15 +128,19 @@ def test_dead_and_hung_nodes_lose_only_what_they_held(cluster_of):
 
 def test_a_node_that_dies_after_its_last_task_is_reported_dropped(cluster_of):
     cluster_of(
-        Actor("k", "good"), Actor("k", "dies after its work"), Actor("k", "silent after its work")
+        Actor("k", "good"),
+        Actor("k", "dies after its work"),
+        Actor("k", "silent after its work"),
+        Actor("k", "leaves after its work"),
     )
     with Fleet("auto", object, {}, "k", stall_seconds=5) as fleet:
-        fleet.run([{"i": i} for i in range(6)], lambda i, reply: None)
+        fleet.run([{"i": i} for i in range(8)], lambda i, reply: None)
         reports = {r.host: r for r in fleet.report()}
     assert {host: r.state for host, r in reports.items()} == {
         "good": "ok",
         "dies after its work": "died",
         "silent after its work": "hung",
+        "leaves after its work": "died",  # its machine left; its orphaned actor still answers
     }
     # a dropped node keeps the accounts its last reply carried
     assert reports["dies after its work"].measured == reports["silent after its work"].measured == 1
