@@ -88,6 +88,13 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
         help="collect the held-out families' layers (evaluation data, never trained on)",
     )
     p.add_argument(
+        "--only",
+        default="",
+        metavar="TEXT",
+        help="collect only the workloads whose spec contains TEXT, e.g. ',C=3,' for first convs "
+        "(default: all)",
+    )
+    p.add_argument(
         "--target",
         default="",
         metavar="SPEC",
@@ -166,10 +173,18 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_collect(args: argparse.Namespace) -> int:
     from ..database import open_database
     from ..dataset import collect, collection_order, held_out_workloads, training_workloads
+    from ..errors import TensorTuneError
     from ..target import Target
 
     target = Target.from_string(args.target)
     specs = collection_order(held_out_workloads() if args.held_out else training_workloads())
+    specs = [s for s in specs if args.only in s]
+    if not specs:
+        raise TensorTuneError(
+            f"--only {args.only!r} matches none of the dataset's "
+            f"{'held-out' if args.held_out else 'training'} workloads: give part of a spec, "
+            f"e.g. 'conv2d:' or ',C=3,'"
+        )
     location = _dataset_db(args.db)
 
     def progress(step: Any) -> None:

@@ -70,3 +70,10 @@ def test_collect_refuses_a_bad_target_before_measuring(tmp_path):
     done = _run("collect", "--db", str(tmp_path / "d.db"), "--target", "avx9000")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "unknown isa 'avx9000'" in done.stderr and not (tmp_path / "d.db").exists()
+
+
+def test_collect_refuses_an_only_that_matches_no_workload(tmp_path):
+    done = _run("collect", "--db", str(tmp_path / "d.db"), "--only", "no-such-op:")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "matches none of the dataset's training workloads" in done.stderr
+    assert not (tmp_path / "d.db").exists()
