@@ -331,17 +331,20 @@ def referee(
             replace=True,
         )
         db = stem.with_name(f"{stem.name}-{round_}.db")
-        result = tt.tune(
-            spec,
-            trials=len(listed),
-            db=db,
-            target=target,
-            seed=round_,
-            batch_size=args.batch_size,
-            strategy=Listed.name,
-        )
-        with open_database(db) as database:
-            records += database.records(result.workload, result.target)
+        done = finished_run(db, spec, target, len(listed), order)
+        if done is None:
+            result = tt.tune(
+                spec,
+                trials=len(listed),
+                db=db,
+                target=target,
+                seed=round_,
+                batch_size=args.batch_size,
+                strategy=Listed.name,
+            )
+            with open_database(db) as database:
+                done = database.records(result.workload, result.target)
+        records += done
     return records
 
 
@@ -386,6 +389,22 @@ def refereed_scores(
     return score
 
 
+def finished_run(
+    db: Path, spec: str, target: tt.Target, trials: int, keys: Sequence[str] = ()
+) -> list[TuningRecord] | None:
+    """The records of a run in ``db`` that already holds ``trials`` search trials, ``keys``
+    among them, and its final (a rerun into the same ``--dir``), read without entering
+    ``tt.tune``, whose resume starts a measuring worker and builds the reference only to find
+    nothing left to do (minutes per workload); None when the run must go on."""
+    if not db.exists():
+        return None
+    with open_database(db) as database:
+        records = database.records(tt.workload(spec).name, str(target))
+    done = {r.config_key for r in records if r.strategy != CONFIRM}
+    finished = len(done) >= trials and done.issuperset(keys)
+    return records if finished and any(r.strategy == CONFIRM for r in records) else None
+
+
 def tune_runs(
     spec: str,
     args: argparse.Namespace,
@@ -399,19 +418,23 @@ def tune_runs(
     for seed in range(args.seeds):
         for method, (strategy, model) in methods.items():
             db = folder / f"{tag}-{method}-{seed}.db"
-            result = tt.tune(
-                spec,
-                trials=args.trials,
-                db=db,
-                target=target,
-                seed=seed,
-                batch_size=args.batch_size,
-                strategy=strategy,
-                model=model(seed) if callable(model) else model,
-            )
-            with open_database(db) as database:
-                measured.append((method, seed, database.records(result.workload, result.target)))
-            print(f"  seed {seed} {method:10s} {result.trials} trials", flush=True)
+            records = finished_run(db, spec, target, args.trials)
+            if records is None:
+                result = tt.tune(
+                    spec,
+                    trials=args.trials,
+                    db=db,
+                    target=target,
+                    seed=seed,
+                    batch_size=args.batch_size,
+                    strategy=strategy,
+                    model=model(seed) if callable(model) else model,
+                )
+                with open_database(db) as database:
+                    records = database.records(result.workload, result.target)
+            measured.append((method, seed, records))
+            trials = len({r.config_key for r in records if r.strategy != CONFIRM})
+            print(f"  seed {seed} {method:10s} {trials} trials", flush=True)
     if not any(r.ok for _, _, recs in measured for r in recs):
         raise SystemExit(f"{spec}: no run measured any config successfully: nothing to compare")
     score = refereed_scores(spec, measured, args, target, folder / f"{tag}-referee")
