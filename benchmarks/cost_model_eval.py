@@ -172,8 +172,10 @@ def default_top1(test: Records) -> dict[str, Any]:
     rows: dict[str, list[tuple[int, dict[str, float]]]] = {}
     first = {(r["workload"], r["target"], r["cpu_kind"]): r for r in test}
     for group in groups_of(test):
-        default = design_space(tt.workload(group.key[0]), target_of(first[group.key])).default
-        keys = [canonical_json(c) for c in group.configs]
+        space = design_space(tt.workload(group.key[0]), target_of(first[group.key]))
+        default = space.default
+        # spelled out in full: a record taken before a knob was added lacks it
+        keys = [canonical_json(space.space.complete(c)) for c in group.configs]
         if canonical_json(default) not in keys or len(keys) < 2:
             continue
         scores = np.array([1.0 if k == canonical_json(default) else 0.0 for k in keys])
