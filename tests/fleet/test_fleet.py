@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -45,6 +46,17 @@ def cluster():
         c.shutdown()
 
 
+def wait_until_dead(node_id: str, seconds: float = 30.0) -> None:
+    import ray
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the cluster still counts node {node_id} alive after {seconds} s")
+
+
 @pytest.mark.slow
 def test_a_killed_node_loses_nothing_and_a_foreign_node_is_refused(
     cluster, tmp_path, caplog, monkeypatch
@@ -62,6 +74,9 @@ def test_a_killed_node_loses_nothing_and_a_foreign_node_is_refused(
             with open_database(db) as database:
                 committed_at_kill.update((r.config_key, r.strategy) for r in database.records())
             c.remove_node(workers[0], allow_graceful=False)
+            # the run goes on once the cluster has noticed (about a second; longer on a loaded
+            # CI host), so the last trials cannot finish before the death is known to anyone
+            wait_until_dead(workers[0].node_id)
 
     caplog.set_level(logging.WARNING, logger="tensortune.fleet")
     result = tune(
