@@ -57,6 +57,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tensortune as tt
 from tensortune.cost_model import CostModel
@@ -331,20 +332,16 @@ def referee(
             replace=True,
         )
         db = stem.with_name(f"{stem.name}-{round_}.db")
-        done = finished_run(db, spec, target, len(listed), order)
-        if done is None:
-            result = tt.tune(
-                spec,
-                trials=len(listed),
-                db=db,
-                target=target,
-                seed=round_,
-                batch_size=args.batch_size,
-                strategy=Listed.name,
-            )
-            with open_database(db) as database:
-                done = database.records(result.workload, result.target)
-        records += done
+        records += tune_or_read(
+            db,
+            spec,
+            target,
+            len(listed),
+            keys=order,
+            seed=round_,
+            batch_size=args.batch_size,
+            strategy=Listed.name,
+        )
     return records
 
 
@@ -389,20 +386,24 @@ def refereed_scores(
     return score
 
 
-def finished_run(
-    db: Path, spec: str, target: tt.Target, trials: int, keys: Sequence[str] = ()
-) -> list[TuningRecord] | None:
-    """The records of a run in ``db`` that already holds ``trials`` search trials, ``keys``
-    among them, and its final (a rerun into the same ``--dir``), read without entering
-    ``tt.tune``, whose resume starts a measuring worker and builds the reference only to find
-    nothing left to do (minutes per workload); None when the run must go on."""
-    if not db.exists():
-        return None
+def tune_or_read(
+    db: Path, spec: str, target: tt.Target, trials: int, keys: Sequence[str] = (), **tune: Any
+) -> list[TuningRecord]:
+    """The records of ``db`` after a ``tt.tune`` of ``trials`` into it; a run that already holds
+    them, ``keys`` among them, and its final (a rerun into the same ``--dir``) is read without
+    entering ``tt.tune``, whose resume starts a measuring worker and builds the reference only to
+    find nothing left to do (minutes per workload)."""
+    key = tt.workload(spec).name
+    if db.exists():
+        with open_database(db) as database:
+            records = database.records(key, str(target))
+        done = {r.config_key for r in records if r.strategy != CONFIRM}
+        finals = any(r.strategy == CONFIRM for r in records)
+        if len(done) >= trials and done.issuperset(keys) and finals:
+            return records
+    result = tt.tune(spec, trials=trials, db=db, target=target, **tune)
     with open_database(db) as database:
-        records = database.records(tt.workload(spec).name, str(target))
-    done = {r.config_key for r in records if r.strategy != CONFIRM}
-    finished = len(done) >= trials and done.issuperset(keys)
-    return records if finished and any(r.strategy == CONFIRM for r in records) else None
+        return database.records(result.workload, result.target)
 
 
 def tune_runs(
@@ -418,20 +419,16 @@ def tune_runs(
     for seed in range(args.seeds):
         for method, (strategy, model) in methods.items():
             db = folder / f"{tag}-{method}-{seed}.db"
-            records = finished_run(db, spec, target, args.trials)
-            if records is None:
-                result = tt.tune(
-                    spec,
-                    trials=args.trials,
-                    db=db,
-                    target=target,
-                    seed=seed,
-                    batch_size=args.batch_size,
-                    strategy=strategy,
-                    model=model(seed) if callable(model) else model,
-                )
-                with open_database(db) as database:
-                    records = database.records(result.workload, result.target)
+            records = tune_or_read(
+                db,
+                spec,
+                target,
+                args.trials,
+                seed=seed,
+                batch_size=args.batch_size,
+                strategy=strategy,
+                model=model(seed) if callable(model) else model,
+            )
             measured.append((method, seed, records))
             trials = len({r.config_key for r in records if r.strategy != CONFIRM})
             print(f"  seed {seed} {method:10s} {trials} trials", flush=True)
