@@ -13,6 +13,8 @@ overall, each a mean over workloads weighted by their measured configs (the defi
 model file's own held-out check, which decides an op class's trust), for:
 
 - every model of ``--models`` trained on all training records;
+- on the test configs timed at least twice: one timing ranked against the others (no model:
+  the ceiling the host's noise leaves) beside the first model on the same configs;
 - the template default alone (top-1 only: how far the fixed default is from the best measured);
 - a model trained only on a restricted target's records (``--restricted``: ``avx2`` or
   ``threads=1``), evaluated on the held-out records of every other target, when such records
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -46,7 +49,7 @@ from typing import Any
 import numpy as np
 
 import tensortune as tt
-from tensortune.cost_model import ranking_metrics
+from tensortune.cost_model import CostModel, ranking_metrics
 from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
 from tensortune.database import open_database
 from tensortune.database.record import canonical_json
@@ -67,7 +70,7 @@ from tensortune.dataset import (
     target_of,
     training_records,
 )
-from tensortune.dataset.train import FeatureCache, FeatureSet, out_of_fold_scores
+from tensortune.dataset.train import FeatureCache, FeatureSet, Group, out_of_fold_scores
 from tensortune.space.registry import design_space
 from tensortune.target import cpu_family_model
 from tensortune.workload.zoo import layers
@@ -209,12 +212,59 @@ def show(title: str, result: dict[str, Any], train: Records | None, test: Record
 
 def model_figure(
     title: str, name: str, train: Records, test: Records, seed: int, cache: FeatureCache
-) -> None:
+) -> CostModel | None:
+    """Train ``name`` on ``train``, print its figures on ``test``, and return it."""
     if not train or not test:
         print(f"\n{title}\n  skipped: no {'training' if not train else 'test'} records")
-        return
+        return None
     model, _ = fit(train, name, seed, cache)
     show(title, evaluate(model.predict, test, cache), train, test)
+    return model
+
+
+def repeat_timing(name: str, model: CostModel, test: Records, cache: FeatureCache) -> None:
+    """What the host's noise leaves to rank: on the configs of each test group timed at least
+    twice (at least 3 of them), each one's first timing ranked against the median of its
+    other timings, as a model is scored; and ``model`` on the same configs against the median
+    of all their timings. A model judged against measured times cannot beat the first by much."""
+    repeated = []
+    for g in groups_of(test):
+        keep = [i for i, t in enumerate(g.timings) if len(t) >= 2]
+        if len(keep) >= 3:
+            pick = [g.configs[i] for i in keep], [g.costs[i] for i in keep]
+            repeated.append(
+                Group(g.key, g.op_class, *pick, g.records, [g.timings[i] for i in keep])
+            )
+    if not repeated:
+        print("\nrepeat timing: no test config was timed twice")
+        return
+    data = feature_set(repeated, test, cache)
+    scores = model.predict(data.features)
+    noise: dict[str, list[tuple[int, dict[str, float]]]] = {}
+    ranked: dict[str, list[tuple[int, dict[str, float]]]] = {}
+    for gid, group in enumerate(data.info):
+        mask = data.groups == gid
+        space = cache[group.key].design.space  # feature_set's rows: the valid configs, in order
+        times = [t for c, t in zip(group.configs, group.timings, strict=True) if space.is_valid(c)]
+        first = np.array([-t[0] for t in times])
+        others = np.array([statistics.median(t[1:]) for t in times])
+        noise.setdefault(group.op_class, []).append((len(times), group_metrics(first, others)))
+        ranked.setdefault(group.op_class, []).append(
+            (len(times), group_metrics(scores[mask], data.costs[mask]))
+        )
+    show(
+        "repeat timing (no model): a config's first timing ranked against the median of its "
+        "others, on the test configs timed at least twice",
+        summarise(noise),
+        None,
+        test,
+    )
+    show(
+        f"{name} on the same configs, against the median of all their timings",
+        summarise(ranked),
+        None,
+        test,
+    )
 
 
 def by_kind(records: Records, here: str) -> dict[str, Records]:
@@ -356,17 +406,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 None,
                 train,
             )
-    for name in args.models.split(","):
-        model_figure(
+    models = {
+        name: model_figure(
             f"{name}: trained on the training families", name, train, test, args.seed, cache
         )
+        for name in args.models.split(",")
+    }
+    name = args.models.split(",")[0]
+    if models[name] is not None:
+        repeat_timing(name, models[name], test, cache)
     show(
         "template default (no model): top-1 = default's throughput / best measured",
         default_top1(test),
         None,
         test,
     )
-    name = args.models.split(",")[0]
     on = on_target(args.restricted)
     model_figure(
         f"{name}: trained only on {args.restricted} records, tested on the other targets",

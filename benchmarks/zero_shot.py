@@ -3,7 +3,7 @@ and the peers in one run.
 
     python benchmarks/zero_shot.py [--workloads SPEC ...] [--limit 3] [--trials 16]
                                    [--threads 2] [--model default.json] [--db scratch.db]
-                                   [--rounds 8]
+                                   [--rounds 8] [--tuned-from DIR_OR_DB ...]
 
 Workloads: the layers of ``tensortune.dataset``'s held-out families (``HELD_OUT_FAMILIES``:
 never trained on, by workload key), or the specs given. Per workload:
@@ -13,7 +13,11 @@ never trained on, by workload key), or the specs given. Per workload:
    model file's held-out check says), before anything of it is measured; its wall time is
    printed (issue 15: under 2 s);
 2. a tune of ``--trials`` trials (random search would flatter nothing: the default strategy,
-   which may itself use the pretrained prior) into ``--db``, and its best record;
+   which may itself use the pretrained prior) into ``--db``, and its best record; with
+   ``--tuned-from`` (databases, or folders of them, such as ``search_savings.py --dir``: longer
+   searches of the same workloads) the tuned reference is the fastest record among them and
+   the tune, so a short tune that missed the best config does not flatter the zero-shot.
+   Those databases are read only here, never by the zero-shot choice;
 3. the zero-shot, default and tuned kernels and every peer (``tensortune.cli.peers``) are
    checked against the NumPy reference, then timed side by side in interleaved rounds
    (``common.rounds_of``): each ratio is the median over rounds of the paired ratio, so the
@@ -43,7 +47,7 @@ import numpy as np
 import tensortune as tt
 from tensortune.cli.peers import peers_for
 from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
-from tensortune.database import open_database
+from tensortune.database import TuningRecord, open_database
 from tensortune.pipeline import compile as compile_with
 from tensortune.space.registry import design_space
 from tensortune.tuning import zero_shot
@@ -69,7 +73,7 @@ def run(spec: str, model, meta: dict, db: Path, args: argparse.Namespace) -> dic
         prediction = zero_shot.choose(ds, model, database, str(target), meta)
     choice = time.perf_counter() - start
     result = tt.tune(wl, trials=args.trials, db=db, target=target)
-    tuned, _ = tuned_schedule(wl, db, target)
+    tuned = fastest_record(wl, target, [db, *args.tuned_from])
     same = ds.space.config_key(prediction.config) == ds.space.config_key(ds.default)
     configs = {ZERO_SHOT: prediction.config}
     if not same:  # the default's kernel timed beside itself would show only the host's noise
@@ -117,6 +121,22 @@ def run(spec: str, model, meta: dict, db: Path, args: argparse.Namespace) -> dic
     return row
 
 
+def relative_seconds(record: TuningRecord) -> float:
+    """A record's time over its paired reference's, so records of runs taken hours apart
+    compare (the host's speed drifts); its raw time when it has no reference."""
+    assert record.seconds is not None
+    return record.seconds / (record.reference_seconds or 1.0)
+
+
+def fastest_record(wl, target: tt.Target, sources: list[Path]) -> TuningRecord | None:
+    """The fastest valid record of ``wl`` among the databases (a folder: every ``*.db`` in it)."""
+    files = [f for s in sources for f in (sorted(s.glob("*.db")) if s.is_dir() else [s])]
+    found = [r for f in files if (r := tuned_schedule(wl, f, target)[0]) is not None]
+    if any(r.reference_seconds is None for r in found):  # mixed scales: raw times only
+        return min(found, key=lambda r: r.seconds or math.inf, default=None)
+    return min(found, key=relative_seconds, default=None)
+
+
 def cell(row: dict, key: str) -> str:
     if key not in row:
         return f"{'-':>15s}"
@@ -136,6 +156,14 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=None, help=f"default: {PRETRAINED_PATH}")
     parser.add_argument("--db", type=Path, default=None, help="default: a fresh scratch file")
     parser.add_argument("--rounds", type=int, default=8, help="interleaved timing rounds")
+    parser.add_argument(
+        "--tuned-from",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="DIR_OR_DB",
+        help="more databases (or folders of them) whose fastest record can be the tuned best",
+    )
     args = parser.parse_args()
     specs = (args.workloads or held_out())[: args.limit]
     model = load_pretrained(args.model)
@@ -145,6 +173,8 @@ def main() -> None:
     common.limit_threads(args.threads)
     db = args.db or Path(tempfile.mkdtemp(prefix="zero_shot_")) / "tuning.db"
     print(f"model {args.model or PRETRAINED_PATH}; {args.trials} trials; database {db}")
+    if args.tuned_from:
+        print(f"tuned best also from {', '.join(map(str, args.tuned_from))}")
     print(f"{common.openblas_info()}; {args.threads} thread(s)\n")
     rows: dict[str, dict] = {}
     for spec in specs:

@@ -43,6 +43,9 @@ class Group:
     configs: list[dict[str, Any]]
     costs: list[float]
     records: int
+    timings: list[list[float]] = field(default_factory=list)
+    """Every successful timing of each config (aligned with ``configs``; ``costs`` holds their
+    medians): how far two timings of one config disagree bounds any model's ranking."""
 
 
 @dataclass
@@ -80,7 +83,10 @@ def groups_of(records: Sequence[dict[str, Any]]) -> list[Group]:
             if score is not None and r.get("error") is None:
                 times[k].append(float(score(SimpleNamespace(**r))))
         costs = [statistics.median(t) if t else math.inf for t in times.values()]
-        out.append(Group(key, recs[0]["op_class"], list(configs.values()), costs, len(recs)))
+        timings = list(times.values())
+        out.append(
+            Group(key, recs[0]["op_class"], list(configs.values()), costs, len(recs), timings)
+        )
     return out
 
 

@@ -172,9 +172,17 @@ def test_a_feature_cache_lowers_each_config_once_and_changes_no_row(exported):
 
 
 def test_groups_take_the_median_ratio_and_mark_failures_inf(exported):
-    groups = groups_of(read_records([exported]))
+    records = read_records([exported])
+    groups = groups_of(records)
     assert len(groups) == 3 and all(len(g.configs) == 12 for g in groups)
     assert all(np.isinf(g.costs).sum() == 1 for g in groups)
+    # each timing again, three times slower: every config holds both, in record order
+    slower = [{**r, "seconds": r["seconds"] and 3 * r["seconds"]} for r in records]
+    slower = [{**r, "ratio": r["ratio"] and 3 * r["ratio"]} for r in slower]
+    twice = groups_of(records + slower)
+    for once, both in zip(groups, twice, strict=True):
+        assert [len(t) for t in both.timings] == [0 if np.isinf(c) else 2 for c in once.costs]
+        assert all(t[1] > t[0] for t in both.timings if t)
 
 
 def test_held_out_families_never_reach_training():
