@@ -48,6 +48,7 @@ import tensortune as tt
 from tensortune.cli.peers import peers_for
 from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
 from tensortune.database import TuningRecord, open_database
+from tensortune.database.record import rank_score
 from tensortune.pipeline import compile as compile_with
 from tensortune.space.registry import design_space
 from tensortune.tuning import zero_shot
@@ -121,20 +122,13 @@ def run(spec: str, model, meta: dict, db: Path, args: argparse.Namespace) -> dic
     return row
 
 
-def relative_seconds(record: TuningRecord) -> float:
-    """A record's time over its paired reference's, so records of runs taken hours apart
-    compare (the host's speed drifts); its raw time when it has no reference."""
-    assert record.seconds is not None
-    return record.seconds / (record.reference_seconds or 1.0)
-
-
 def fastest_record(wl, target: tt.Target, sources: list[Path]) -> TuningRecord | None:
-    """The fastest valid record of ``wl`` among the databases (a folder: every ``*.db`` in it)."""
+    """The fastest valid record of ``wl`` among the databases (a folder: every ``*.db`` in it),
+    by the project's one rule for "best" (``rank_score``: the ratio to the paired reference,
+    which the host's drift between runs taken hours apart does not move)."""
     files = [f for s in sources for f in (sorted(s.glob("*.db")) if s.is_dir() else [s])]
     found = [r for f in files if (r := tuned_schedule(wl, f, target)[0]) is not None]
-    if any(r.reference_seconds is None for r in found):  # mixed scales: raw times only
-        return min(found, key=lambda r: r.seconds or math.inf, default=None)
-    return min(found, key=relative_seconds, default=None)
+    return min(found, key=rank_score(found), default=None)
 
 
 def cell(row: dict, key: str) -> str:
