@@ -46,7 +46,12 @@ import numpy as np
 
 import tensortune as tt
 from tensortune.cli.peers import peers_for
-from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
+from tensortune.cost_model.pretrained import (
+    PRETRAINED_PATH,
+    load_pretrained,
+    pretrained_exemplars,
+    pretrained_meta,
+)
 from tensortune.database import TuningRecord, open_database
 from tensortune.database.record import rank_score
 from tensortune.pipeline import compile as compile_with
@@ -64,14 +69,14 @@ def held_out() -> list[str]:
     return held_out_workloads()
 
 
-def run(spec: str, model, meta: dict, db: Path, args: argparse.Namespace) -> dict:
+def run(spec: str, model, prior: tuple[dict, list], db: Path, args: argparse.Namespace) -> dict:
     """One workload's row: zero-shot speed relative to each contender, and the choice time."""
     wl = tt.workload(spec)
     target = tt.Target.detect(num_threads=args.threads)
     ds = design_space(wl, target)
     start = time.perf_counter()
     with open_database(db) as database:  # similar workloads tuned earlier in this run count
-        prediction = zero_shot.choose(ds, model, database, str(target), meta)
+        prediction = zero_shot.choose(ds, model, database, str(target), *prior)
     choice = time.perf_counter() - start
     result = tt.tune(wl, trials=args.trials, db=db, target=target)
     tuned = fastest_record(wl, target, [db, *args.tuned_from])
@@ -163,7 +168,7 @@ def main() -> None:
     model = load_pretrained(args.model)
     if model is None:
         raise SystemExit("no pretrained model loads: pass --model FILE (see save_pretrained)")
-    meta = pretrained_meta(args.model) or {}
+    prior = (pretrained_meta(args.model) or {}, pretrained_exemplars(args.model))
     common.limit_threads(args.threads)
     db = args.db or Path(tempfile.mkdtemp(prefix="zero_shot_")) / "tuning.db"
     print(f"model {args.model or PRETRAINED_PATH}; {args.trials} trials; database {db}")
@@ -173,7 +178,7 @@ def main() -> None:
     rows: dict[str, dict] = {}
     for spec in specs:
         print(spec)
-        rows[spec] = run(spec, model, meta, db, args)
+        rows[spec] = run(spec, model, prior, db, args)
     print(
         f"\n{'workload':70s} {'÷ default':>15s} {'÷ tuned best':>15s} {'÷ fastest peer':>15s} "
         f"{'choice':>7s}"

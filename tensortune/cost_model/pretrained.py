@@ -1,8 +1,10 @@
 """The pretrained cost model shipped in the package: save, load, and fall back cleanly.
 
 The file is JSON text (a format version, the feature names the model was trained on, the
-model's own state such as LightGBM's ``model_to_string``, and ``meta`` describing the data),
-never a pickle and never the training arrays, so it is safe to load, diffable and small. A
+model's own state such as LightGBM's ``model_to_string``, ``meta`` describing the data, and the
+exemplars: the fastest configs measured of each training workload, which zero-shot compiles
+offer the model as candidates), never a pickle and never the training arrays, so it is safe to
+load, diffable and small. A
 file that is missing, unreadable, of another version or trained on other features is not an
 error: tuning then learns from scratch, after one warning per file per process.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +38,18 @@ _LOADED: dict[tuple[str, int, int], dict[str, Any] | None] = {}
 _WARNED: set[str] = set()
 
 
-def save_pretrained(model: CostModel, path: str | Path, *, meta: dict[str, Any]) -> None:
+def save_pretrained(
+    model: CostModel,
+    path: str | Path,
+    *,
+    meta: dict[str, Any],
+    exemplars: Sequence[Mapping[str, Any]] = (),
+) -> None:
     """Write a model trained on ``TRANSFERABLE_FEATURES`` rows as a pretrained JSON file.
 
-    ``meta`` (JSON-able) says what it was trained on, e.g. dataset size and CPU kinds. Raises
+    ``meta`` (JSON-able) says what it was trained on, e.g. dataset size and CPU kinds;
+    ``exemplars`` are fast measured configs of the training workloads, each
+    ``{"workload": name, "target": key, "cpu_kind": kind, "config": {...}}``. Raises
     ValueError for an untrained model, a model of a class ``load_pretrained`` cannot rebuild,
     one trained on another number of columns, or a file that would exceed 5 MB.
     """
@@ -59,6 +70,7 @@ def save_pretrained(model: CostModel, path: str | Path, *, meta: dict[str, Any])
         "class": name,
         "feature_names": list(TRANSFERABLE_FEATURES),
         "meta": meta,
+        "exemplars": [dict(e) for e in exemplars],
         "state": model._get_state(),
     }
     text = json.dumps(doc, separators=(",", ":"))
@@ -130,6 +142,26 @@ def pretrained_meta(path: str | Path | None = None) -> dict[str, Any] | None:
     return None if doc is None else dict(doc["meta"])
 
 
+def pretrained_exemplars(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """The exemplars saved with the pretrained model (see ``save_pretrained``): none when it
+    cannot be loaded, or for a file written before they were kept."""
+    doc = _document(path)
+    return [] if doc is None else list(doc.get("exemplars", []))
+
+
+def _exemplars_problem(exemplars: Any) -> str | None:
+    """What is wrong with a file's exemplars, if anything (absent is fine: older files)."""
+    if exemplars is None:
+        return None
+    fields = {"workload": str, "target": str, "cpu_kind": str, "config": dict}
+    if not isinstance(exemplars, list) or not all(
+        isinstance(e, dict) and all(isinstance(e.get(k), t) for k, t in fields.items())
+        for e in exemplars
+    ):
+        return "its exemplars are not a list of {workload, target, cpu_kind, config} objects"
+    return None
+
+
 def _read(file: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The parsed, checked document, or None and what is wrong with it."""
     if not file.is_file():
@@ -151,6 +183,8 @@ def _read(file: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, "trained on other features than this version's TRANSFERABLE_FEATURES"
     if not isinstance(doc.get("meta"), dict):
         return None, "its meta is not a JSON object"
+    if (problem := _exemplars_problem(doc.get("exemplars"))) is not None:
+        return None, problem
     if doc.get("class") not in _CLASSES or not isinstance(doc.get("state"), dict):
         return None, f"unknown model class {doc.get('class')!r}"
     try:

@@ -218,6 +218,27 @@ def cross_validated_check(
     return {"folds": folds, "seed": seed, **ranking_check(data, scores)}
 
 
+#: Each training group's fastest configs shipped with the model as zero-shot candidates.
+EXEMPLARS_PER_GROUP = 2
+
+
+def exemplars(
+    groups: Sequence[Group], per_group: int = EXEMPLARS_PER_GROUP
+) -> list[dict[str, Any]]:
+    """The ``per_group`` fastest configs of each group that ran no slower than its paired
+    reference (the template default when measured): what a shape nobody tuned may start from,
+    since a sample of a space is mostly far slower than its best (see ``tuning/zero_shot.py``)."""
+    out = []
+    for g in groups:
+        order = sorted(range(len(g.costs)), key=lambda i: g.costs[i])[:per_group]
+        out += [
+            {"workload": g.key[0], "target": g.key[1], "cpu_kind": g.key[2], "config": g.configs[i]}
+            for i in order
+            if g.costs[i] <= 1.0
+        ]
+    return out
+
+
 def training_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records of workloads that may be trained on (held-out families removed)."""
     held = set(held_out_workloads())
@@ -308,5 +329,5 @@ def train_pretrained(
         "cross_validated": cross_validated_check(data, model),
     }
     out = Path(PRETRAINED_PATH if path is None else path)
-    save_pretrained(fitted, out, meta=meta)
+    save_pretrained(fitted, out, meta=meta, exemplars=exemplars(data.info))
     return out, meta

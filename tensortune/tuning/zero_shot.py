@@ -3,7 +3,9 @@ pretrained cost model with no measurement at all.
 
 The candidates are the template default, the best measured configs of the most similar
 workloads in the database (same op and design space, and points of this workload's space), the
-configs one step from those, and a seeded sample of the whole space, in that order; the model
+exemplars shipped with the model (the fastest configs measured of the most similar training
+workloads, on every CPU kind of the dataset), the configs one step from those, and a seeded
+sample of the whole space, in that order; the model
 scores their transferable features (which mean the same for every shape, template and CPU) and
 the top-scored one wins. The steps come before the wide sample because the default and the
 similar bests are known to be good: a uniform sample of a space is mostly far worse than its
@@ -34,14 +36,14 @@ import functools
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..cost_model import CostModel
 from ..cost_model.features import PROGRAM_FEATURES, transferable_features
-from ..cost_model.pretrained import MIN_HELD_OUT_ACCURACY, pretrained_meta
+from ..cost_model.pretrained import MIN_HELD_OUT_ACCURACY, pretrained_exemplars, pretrained_meta
 from ..database import Database
 from ..database.prediction import Prediction
 from ..errors import SpecError
@@ -60,7 +62,8 @@ SEED = 0
 #: 10-300 ms here, so the whole choice stays under about two seconds.
 BUDGET_SECONDS = 1.2
 CHUNK = 4
-#: The most similar measured workloads (of the same op) whose best configs are candidates...
+#: The most similar measured workloads (of the same op) whose best configs are candidates, in
+#: the database and among the model's exemplars...
 SIMILAR_WORKLOADS = 3
 #: ... and how many of each one's best configs.
 SIMILAR_CONFIGS = 2
@@ -97,6 +100,12 @@ def package_model_meta() -> dict[str, Any]:
     return dict(pretrained_meta() or {})
 
 
+@functools.cache
+def package_exemplars() -> tuple[dict[str, Any], ...]:
+    """The package model's exemplars (fast configs of its training workloads), read once."""
+    return tuple(pretrained_exemplars())
+
+
 def untrusted_class(op_class: str, meta: Mapping[str, Any]) -> str | None:
     """Why a model with this file meta must not choose for ``op_class``, or None if it may: the
     first of its ranking checks (``meta["held_out"]``, then ``meta["cross_validated"]``) with a
@@ -122,17 +131,20 @@ def choose(
     database: Database | None,
     target_key: str,
     meta: Mapping[str, Any] | None = None,
+    exemplars: Sequence[Mapping[str, Any]] | None = None,
 ) -> Prediction:
     """The candidate ``model`` ranks first (see the module docstring), as an unrecorded
     Prediction; the default when no candidate can be featurised, or when the ranking checks in
     ``meta`` (the model file's meta; default: the package model's) do not trust it for the
-    workload's op class (``untrusted_class``)."""
+    workload's op class (``untrusted_class``). ``exemplars`` are the model file's (default: the
+    package model's)."""
     start = time.perf_counter()
     distrust = untrusted_class(ds.workload.op_class, package_model_meta() if meta is None else meta)
     if distrust is not None:
         config, source, candidates = ds.default, distrust, 1
     else:
-        config, source, candidates = _top_ranked(ds, model, database, target_key, start)
+        shipped = shipped_configs(ds, package_exemplars() if exemplars is None else exemplars)
+        config, source, candidates = _top_ranked(ds, model, database, target_key, shipped, start)
     return Prediction(
         workload=ds.workload.name,
         target=target_key,
@@ -146,12 +158,17 @@ def choose(
 
 
 def _top_ranked(
-    ds: DesignSpace, model: CostModel, database: Database | None, target_key: str, start: float
+    ds: DesignSpace,
+    model: CostModel,
+    database: Database | None,
+    target_key: str,
+    shipped: Sequence[tuple[Config, str]],
+    start: float,
 ) -> tuple[Config, str, int]:
     """The candidate ``model`` scores highest, where it came from, and how many were ranked
     (as many as the time budget, counted from ``start``, allowed)."""
     similar = similar_configs(ds, database, target_key) if database is not None else []
-    seeds = _unique([(ds.default, "default"), *similar], ds)
+    seeds = _unique([(ds.default, "default"), *similar, *shipped], ds)
     always = len(seeds) + CHUNK
     pool = _unique([*seeds, *near(ds, seeds), *((c, "sample") for c in sample(ds))], ds)
     rows = []
@@ -189,20 +206,44 @@ def similar_configs(
 ) -> list[tuple[Config, str]]:
     """The best measured configs of the workloads of the same op nearest in shape (see
     ``shape_distance``), each a valid point of ``ds``, tagged with where they came from."""
-    wl = ds.workload
+    found = []
+    for name in nearest(ds.workload, database.workloads(target_key)):
+        best = database.top_k(name, target_key, SIMILAR_CONFIGS, version=__version__, space=ds.name)
+        found += [(rec.config, f"similar {name}") for rec in best if ds.space.is_valid(rec.config)]
+    return found
+
+
+def shipped_configs(
+    ds: DesignSpace, exemplars: Sequence[Mapping[str, Any]]
+) -> list[tuple[Config, str]]:
+    """The exemplars of the training workloads of the same op nearest in shape that are valid
+    points of ``ds``, tagged with the workload and CPU kind they were measured on. A model's
+    training workloads use their op's default design space, so other spaces get none."""
+    if ds.name:
+        return []
+    by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for e in exemplars:
+        by_name.setdefault(e["workload"], []).append(e)
+    return [
+        (e["config"], f"exemplar {name} ({e['cpu_kind']})")
+        for name in nearest(ds.workload, by_name)
+        for e in by_name[name]
+        if ds.space.is_valid(e["config"])
+    ]
+
+
+def nearest(wl: Workload, names: Iterable[str]) -> list[str]:
+    """The ``SIMILAR_WORKLOADS`` workloads of ``wl``'s op nearest it in shape, nearest first;
+    names this version cannot parse (a database and a model file are shared data) are skipped."""
     others = []
-    for name in database.workloads(target_key):
+    for name in names:
         if name == wl.name or name.partition(":")[0] != wl.op:
             continue
         try:
             others.append((shape_distance(wl, parse_workload(name)), name))
-        except SpecError:  # a database is shared data: a name this version cannot parse
+        except SpecError:
             continue
-    found = []
-    for _, name in sorted(others)[:SIMILAR_WORKLOADS]:
-        best = database.top_k(name, target_key, SIMILAR_CONFIGS, version=__version__, space=ds.name)
-        found += [(rec.config, f"similar {name}") for rec in best if ds.space.is_valid(rec.config)]
-    return found
+    return [name for _, name in sorted(others)[:SIMILAR_WORKLOADS]]
 
 
 def shape_distance(a: Workload, b: Workload) -> float:

@@ -53,6 +53,18 @@ def test_round_trip_predicts_the_same(cls, data, tmp_path: Path) -> None:
     np.testing.assert_allclose(loaded.predict(x), model.predict(x))
 
 
+def test_exemplars_round_trip_and_older_files_have_none(data, tmp_path: Path) -> None:
+    x, y = data
+    shipped = [{"workload": "matmul:M=32,N=32,K=32", "target": "t", "cpu_kind": "k", "config": {}}]
+    save_pretrained(LGBMCostModel().fit(x, y), tmp_path / "m.json", meta={}, exemplars=shipped)
+    assert pretrained_module.pretrained_exemplars(tmp_path / "m.json") == shipped
+    doc = json.loads((tmp_path / "m.json").read_text())
+    del doc["exemplars"]  # a file written before exemplars were kept
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert pretrained_module.pretrained_exemplars(tmp_path / "old.json") == []
+    assert load_pretrained(tmp_path / "old.json") is not None
+
+
 def test_refuses_models_it_could_not_load_back(data, tmp_path: Path) -> None:
     x, y = data
     with pytest.raises(ValueError, match="trained model"):
@@ -84,6 +96,7 @@ def _saved(data, path: Path) -> dict:
         (lambda doc: json.dumps({**doc, "version": 999}), "format version 999"),
         (lambda doc: json.dumps({**doc, "feature_names": ["x"]}), "other features"),
         (lambda doc: json.dumps({**doc, "class": "Pickle"}), "unknown model class"),
+        (lambda doc: json.dumps({**doc, "exemplars": [{"workload": 1}]}), "exemplars are not"),
         (
             lambda doc: json.dumps({**doc, "state": {**doc["state"], "booster": "garbage"}}),
             "does not load",

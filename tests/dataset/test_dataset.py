@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tensortune.cost_model.features import TRANSFERABLE_FEATURES
-from tensortune.cost_model.pretrained import load_pretrained, pretrained_meta
+from tensortune.cost_model.pretrained import load_pretrained, pretrained_exemplars, pretrained_meta
 from tensortune.database import open_database
 from tensortune.dataset import (
     DatasetError,
@@ -106,6 +106,26 @@ def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, t
     assert data.features.shape == (36, len(TRANSFERABLE_FEATURES))
     scores = model.predict(data.features)
     assert scores.shape == (36,) and np.isfinite(scores).all()
+
+
+def test_a_prior_ships_its_training_workloads_fastest_configs(exported, tmp_path):
+    """Each training group's two fastest configs that ran no slower than the default travel
+    with the model (zero-shot candidates); a held-out layer's never do."""
+    records = read_records([exported.parent])
+    path, _ = train_pretrained(records, "lgbm-rank", tmp_path / "prior.json")
+    shipped = pretrained_exemplars(path)
+    groups = {g.key: g for g in groups_of(records)}
+    held = set(held_out_workloads())
+    assert shipped and not {e["workload"] for e in shipped} & held
+    for key, group in groups.items():
+        mine = [e["config"] for e in shipped if (e["workload"], e["target"], e["cpu_kind"]) == key]
+        costs = sorted(group.costs)
+        assert len(mine) <= 2
+        for config in mine:
+            cost = group.costs[group.configs.index(config)]
+            assert cost <= 1.0 and cost <= costs[1]
+        if key[0] not in held:  # every training group has a config no slower than the default
+            assert len(mine) == sum(c <= 1.0 for c in costs[:2])
 
 
 def test_a_restricted_prior_trains_on_one_target_and_is_checked_on_the_others(exported, tmp_path):

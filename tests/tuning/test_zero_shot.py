@@ -256,3 +256,49 @@ def test_an_op_class_below_the_trust_bar_keeps_the_default(
     else:
         assert found.config == ds.default and found.candidates == 1
         assert found.source.startswith("default (") and reason in found.source
+
+
+class _Prefers(CostModel):
+    """Scores candidates by how close their features are to one config's."""
+
+    def __init__(self, features: np.ndarray) -> None:
+        super().__init__()
+        self.wanted = features
+
+    def _fit(self, features: np.ndarray, costs: np.ndarray, groups: np.ndarray) -> None:
+        """Nothing to learn."""
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        return -np.nansum(np.abs(features - self.wanted), axis=1)
+
+    def _get_state(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def _from_state(cls, state: dict[str, Any]) -> _Prefers:
+        raise NotImplementedError
+
+
+def test_the_models_exemplars_of_similar_workloads_are_candidates(target: Target) -> None:
+    """A model file's exemplars of the training workloads nearest in shape (same op, valid
+    here) join the candidates even with no database, and the model may pick one."""
+    ds = design_space(tt.workload(UNSEEN), target)
+    good = next(c for c in ds.space.sample(np.random.default_rng(1), 8) if c != ds.default)
+    train = tt.workload(TRAIN).name
+
+    def shipped(workload: str, config: dict[str, Any]) -> dict[str, Any]:
+        return {"workload": workload, "target": "avx2-1t", "cpu_kind": "zen", "config": config}
+
+    exemplars = [
+        shipped(train, good),
+        shipped(train, {"not_a_knob": 1}),  # not a point of this space
+        shipped(tt.workload("dense:M=24,N=32,K=16").name, good),  # another op
+        shipped("matmul:M=banana", good),  # a name this version cannot parse
+        *(shipped(tt.workload(f"matmul:M={m},N=32,K=16").name, good) for m in (512, 1024, 2048)),
+    ]
+    found = zero_shot.shipped_configs(ds, exemplars)
+    assert found[0] == (good, f"exemplar {train} (zen)")
+    assert len(found) == 3, "the nearest three workloads only: M=2048 is the farthest"
+    model = _Prefers(transferable_features(ds, [good]))
+    chosen = zero_shot.choose(ds, model, None, str(target), {"held_out": TRUSTED}, exemplars)
+    assert chosen.config == good and chosen.source == f"exemplar {train} (zen)"
