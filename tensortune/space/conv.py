@@ -204,10 +204,23 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         "parallel_fuse": False,
         "opt_level": "O3",
     } | ({"fuse_epilogue": True} if epilogue else {})
-    if depthwise and regs < 32:  # measured on AVX2; 32 registers keep the channel tiles until timed
+    if depthwise and regs < 32:  # measured on AVX2 (see depthwise_default)
         window = ext[main.reduce_axes[1].name]
         default |= depthwise_default(
             ext[col], ext[a2], window, knobs[1].int_choices, lane_choices, regs
+        )
+    elif depthwise:
+        # 32 registers: the same vectors along output columns, but the tile's rows one
+        # channel's output rows (which share the input rows their windows overlap), at most 14
+        # accumulators. Zen 5 (2 threads, 10 rounds, ``conv_ab.py --zoo``: EfficientNet-B0's,
+        # ShuffleNetV2's and ConvNeXt-T's 3x3, 5x5 and 7x7 layers from 7x7 to 112x112) against
+        # rows of channels: 0.45-0.89x the time on all 10 layers, their sum 474 -> 355 us.
+        # Without the cap the 112-wide rows' 3x7 tiles ran 0.72x and 1.08x (stride 2), 2x7 0.67x
+        # and 0.87x. Not yet timed on other AVX-512 CPUs.
+        accumulators = max(1, 14 // default["vectors"])
+        default["row_axis"] = "pixels"
+        default["rows"] = max(
+            x for x in knobs[1].int_choices if x <= max(1, min(accumulators, ext[a2]))
         )
     if layout == "NHWC":
         # weight panels: the tile reads one contiguous stream, packed once with the model. Zen
