@@ -124,7 +124,7 @@ def run(spec: str, model, prior: tuple[dict, list], db: Path, args: argparse.Nam
     row = {"choice_seconds": choice, "trials": float(result.trials)}
     if same:
         row["default"], row["default noise"] = 1.0, 0.0
-    for name in [c.name for c in contenders if c.name != ZERO_SHOT]:
+    for name in [n for n in times if n != ZERO_SHOT]:
         row[name] = common.paired_ratio(times, name, ZERO_SHOT)
         row[f"{name} noise"] = common.noise(times, name, ZERO_SHOT)
     if peers:
