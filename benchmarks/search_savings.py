@@ -61,7 +61,12 @@ from typing import Any
 
 import tensortune as tt
 from tensortune.cost_model import CostModel
-from tensortune.cost_model.pretrained import PRETRAINED_PATH, load_pretrained, pretrained_meta
+from tensortune.cost_model.pretrained import (
+    PRETRAINED_PATH,
+    load_pretrained,
+    pretrained_meta,
+    untrusted_class,
+)
 from tensortune.cost_model.prior import PriorCalibratedModel
 from tensortune.database import open_database
 from tensortune.database.record import TuningRecord, rank_configs, rank_score
@@ -72,7 +77,8 @@ from tensortune.space import Config, SearchSpace
 from tensortune.tuning.session import CONFIRM
 
 #: A method's model: a registered name, or a factory of a fresh model from the run's seed.
-Model = str | Callable[[int], CostModel] | None
+Model = str | Callable[[int, str], CostModel | str] | None
+"""A cost model's name, or ``fresh(seed, op_class)`` building one (or naming one)."""
 
 #: Each built-in method as ``tt.tune``'s (strategy, model).
 METHODS: dict[str, tuple[str, Model]] = {
@@ -272,11 +278,16 @@ def default_workloads() -> list[str]:
 
 def prior_method(name: str, file: Path) -> tuple[str, Model]:
     """The model strategy starting from the prior at ``file``, calibrated online on the run's
-    measurements (``PriorCalibratedModel``, as the shipped prior is): a fresh model per tune."""
+    measurements (``PriorCalibratedModel``, as the shipped prior is): a fresh model per tune,
+    or learning from scratch for an op class the file's checks do not trust (as the tuner
+    treats the shipped prior: ``untrusted_class``)."""
     if load_pretrained(file) is None:  # it warned what is wrong with the file
         raise SystemExit(f"--prior {name}={file}: the model file does not load")
+    meta = pretrained_meta(file) or {}
 
-    def fresh(seed: int) -> CostModel:
+    def fresh(seed: int, cls: str) -> CostModel | str:
+        if untrusted_class(cls, meta):
+            return "lgbm"
         prior = load_pretrained(file)
         assert prior is not None
         return PriorCalibratedModel(prior, seed)
@@ -427,7 +438,7 @@ def tune_runs(
                 seed=seed,
                 batch_size=args.batch_size,
                 strategy=strategy,
-                model=model(seed) if callable(model) else model,
+                model=model(seed, op_class(spec)) if callable(model) else model,
             )
             measured.append((method, seed, records))
             trials = len({r.config_key for r in records if r.strategy != CONFIRM})

@@ -125,6 +125,30 @@ def load_pretrained(path: str | Path | None = None) -> CostModel | None:
 MIN_HELD_OUT_ACCURACY = 0.75
 
 
+#: The ranking checks in a model file's meta that may decide an op class's trust, in order of
+#: precedence, with their names in a Prediction's ``source``.
+_CHECKS = {"held_out": "held-out", "cross_validated": "cross-validated"}
+
+
+def untrusted_class(op_class: str, meta: Mapping[str, Any]) -> str | None:
+    """Why a model with this file meta must not pick a zero-shot config or steer a search for
+    ``op_class``, or None if it may: the first of its ranking checks (``meta["held_out"]``, then
+    ``meta["cross_validated"]``) with a pairwise accuracy for the class decides (below
+    ``MIN_HELD_OUT_ACCURACY``: not trusted); with neither, the model is not trusted either."""
+    for name, label in _CHECKS.items():
+        per_class = (meta.get(name) or {}).get("per_op_class") or {}
+        accuracy = (per_class.get(op_class) or {}).get("pairwise_accuracy")
+        if accuracy is None:
+            continue
+        if accuracy < MIN_HELD_OUT_ACCURACY:
+            return (
+                f"{op_class} below trust bar: {label} pairwise {accuracy:.3f} < "
+                f"{MIN_HELD_OUT_ACCURACY}"
+            )
+        return None
+    return f"{op_class} below trust bar: no held-out or cross-validated figure for it"
+
+
 def trusted_pretrained(path: str | Path | None = None) -> CostModel | None:
     """``load_pretrained(path)`` if the model passed its held-out check (``MIN_HELD_OUT_ACCURACY``),
     else None. A missing or damaged file warns (see ``load_pretrained``); a model below the bar

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cost_model.features import LoopNestFeatures
+from ..cost_model.pretrained import pretrained_meta, untrusted_class
 from ..cost_model.registry import TUNING_COST_MODEL
 from ..errors import StrategyError
 from ..space import SearchSpace
@@ -98,7 +99,12 @@ def make_tuning_strategy(
     knobs), measures the template's default config first, and never measures two configs that
     build the same program. Its model defaults to ``"pretrained"`` (``TUNING_COST_MODEL``): the
     package's prior ranks candidates from the first batch and is calibrated on the run's
-    measurements; without a loadable prior it learns from scratch after one warning.
+    measurements; without a loadable prior it learns from scratch after one warning, and so it
+    does for an op class the prior ranked below the trust bar on workloads it never saw
+    (``untrusted_class``, the rule zero-shot compiles follow): such a prior's first picks cost
+    trials (on Zen 5 it proposed GEMM variants 5-25x slower than the default for a matrix-vector
+    product, and needed 13.3 trials to come within 5% of the best where learning from scratch
+    needed 5.0).
     """
     if name == ModelBasedSearch.name and STRATEGIES.get(name) is ModelBasedSearch:
         features = LoopNestFeatures(design)
@@ -110,4 +116,7 @@ def make_tuning_strategy(
             "model": TUNING_COST_MODEL,
             **options,
         }
+        op_class = design.workload.op_class
+        if options["model"] == "pretrained" and untrusted_class(op_class, pretrained_meta() or {}):
+            options["model"] = "lgbm"
     return make_strategy(name, design.space, seed, **options)

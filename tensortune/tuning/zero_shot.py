@@ -43,7 +43,7 @@ import numpy as np
 
 from ..cost_model import CostModel
 from ..cost_model.features import PROGRAM_FEATURES, transferable_features
-from ..cost_model.pretrained import MIN_HELD_OUT_ACCURACY, pretrained_exemplars, pretrained_meta
+from ..cost_model.pretrained import pretrained_exemplars, pretrained_meta, untrusted_class
 from ..database import Database
 from ..database.prediction import Prediction
 from ..errors import SpecError
@@ -89,11 +89,6 @@ def pretrained_model() -> CostModel | None:
     return model
 
 
-#: The ranking checks in a model file's meta that may decide an op class's trust, in order of
-#: precedence, with their names in a Prediction's ``source``.
-_CHECKS = {"held_out": "held-out", "cross_validated": "cross-validated"}
-
-
 @functools.cache
 def package_model_meta() -> dict[str, Any]:
     """The package model's file's meta (where its ranking checks are), read once."""
@@ -104,25 +99,6 @@ def package_model_meta() -> dict[str, Any]:
 def package_exemplars() -> tuple[dict[str, Any], ...]:
     """The package model's exemplars (fast configs of its training workloads), read once."""
     return tuple(pretrained_exemplars())
-
-
-def untrusted_class(op_class: str, meta: Mapping[str, Any]) -> str | None:
-    """Why a model with this file meta must not choose for ``op_class``, or None if it may: the
-    first of its ranking checks (``meta["held_out"]``, then ``meta["cross_validated"]``) with a
-    pairwise accuracy for the class decides (below ``MIN_HELD_OUT_ACCURACY``: not trusted);
-    with neither, the model is not trusted either."""
-    for name, label in _CHECKS.items():
-        per_class = (meta.get(name) or {}).get("per_op_class") or {}
-        accuracy = (per_class.get(op_class) or {}).get("pairwise_accuracy")
-        if accuracy is None:
-            continue
-        if accuracy < MIN_HELD_OUT_ACCURACY:
-            return (
-                f"default ({op_class} below trust bar: {label} pairwise {accuracy:.3f} < "
-                f"{MIN_HELD_OUT_ACCURACY})"
-            )
-        return None
-    return f"default ({op_class} below trust bar: no held-out or cross-validated figure for it)"
 
 
 def choose(
@@ -141,7 +117,7 @@ def choose(
     start = time.perf_counter()
     distrust = untrusted_class(ds.workload.op_class, package_model_meta() if meta is None else meta)
     if distrust is not None:
-        config, source, candidates = ds.default, distrust, 1
+        config, source, candidates = ds.default, f"default ({distrust})", 1
     else:
         shipped = shipped_configs(ds, package_exemplars() if exemplars is None else exemplars)
         config, source, candidates = _top_ranked(ds, model, database, target_key, shipped, start)

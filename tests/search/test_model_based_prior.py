@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,10 @@ from tensortune.space.registry import design_space
 from tensortune.space.template import DesignSpace
 from tensortune.target import Target
 
-PASSED = {"held_out": {"pairwise_accuracy": 1.0}}  # a prior that passed its held-out check
+#: A prior that passed its held-out check, overall and for matmul (the op class tuned here).
+PASSED = {
+    "held_out": {"pairwise_accuracy": 1.0, "per_op_class": {"matmul": {"pairwise_accuracy": 1.0}}}
+}
 FAST = TRANSFERABLE_FEATURES.index("log_l1_traffic_per_flop")
 
 
@@ -78,6 +82,37 @@ def test_the_prior_ranks_the_first_batch(design: DesignSpace, prior_file: Path) 
     scratch = make_tuning_strategy("model", design, seed=0, pool_size=64, model="lgbm")
     warm_up = prior.predict(transferable_features(design, scratch.ask(9)[1:5]))
     assert picked[0] > warm_up.max()  # from scratch, no ranking yet
+
+
+@pytest.mark.parametrize(
+    "checks",
+    [
+        {
+            "held_out": {
+                "pairwise_accuracy": 0.9,
+                "per_op_class": {"matmul": {"pairwise_accuracy": 0.6}},
+            }
+        },
+        {
+            "held_out": {
+                "pairwise_accuracy": 0.9,
+                "per_op_class": {"dense": {"pairwise_accuracy": 0.9}},
+            }
+        },
+    ],
+)
+def test_an_op_class_below_the_trust_bar_learns_from_scratch(
+    design: DesignSpace, prior_file: Path, checks: dict
+) -> None:
+    """A prior trusted overall but not for this workload's op class (below the bar, or never
+    checked on it) does not steer the search: zero-shot compiles keep the default there too."""
+    doc = json.loads(prior_file.read_text())
+    prior_file.write_text(json.dumps({**doc, "meta": checks}))
+    strategy = make_tuning_strategy("model", design, seed=0, pool_size=64)
+    assert isinstance(strategy, ModelBasedSearch)
+    assert type(strategy.model) is LGBMCostModel
+    lgbm = make_tuning_strategy("model", design, seed=0, pool_size=64, model="lgbm")
+    assert strategy.ask(9) == lgbm.ask(9), "exactly the search that learns from scratch"
 
 
 def test_the_prior_picks_cover_every_branch(design: DesignSpace, prior_file: Path) -> None:
