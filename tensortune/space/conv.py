@@ -216,8 +216,12 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         # ShuffleNetV2's and ConvNeXt-T's 3x3, 5x5 and 7x7 layers from 7x7 to 112x112) against
         # rows of channels: 0.45-0.89x the time on all 10 layers, their sum 474 -> 355 us.
         # Without the cap the 112-wide rows' 3x7 tiles ran 0.72x and 1.08x (stride 2), 2x7 0.67x
-        # and 0.87x. Not yet timed on other AVX-512 CPUs.
-        accumulators = max(1, 14 // default["vectors"])
+        # and 0.87x. Where two vector widths pad the row alike, the fewer, wider vectors, and
+        # at most 8 rows: on 8 more of the layers (14 to 56 wide) 0.61-0.77x again, their sum
+        # 225 -> 154 us. Not yet timed on other AVX-512 CPUs.
+        lanes_w, vectors_w = tile_width(ext[col], lane_choices, wide_lanes=True)
+        default["lanes"], default["vectors"] = lanes_w, vectors_w
+        accumulators = min(8, max(1, 14 // vectors_w))
         default["row_axis"] = "pixels"
         default["rows"] = max(
             x for x in knobs[1].int_choices if x <= max(1, min(accumulators, ext[a2]))

@@ -183,7 +183,13 @@ def _waste(extent: int, tile: int) -> int:
     return -(-extent // tile) * tile - extent
 
 
-def tile_width(extent: int, lane_choices: tuple[int, ...]) -> tuple[int, int]:
-    """(lanes, vectors) covering the output row with the least padding, then the widest."""
+def tile_width(
+    extent: int, lane_choices: tuple[int, ...], wide_lanes: bool = False
+) -> tuple[int, int]:
+    """(lanes, vectors) covering the output row with the least padding, then the widest, then
+    (``wide_lanes``) the fewest, widest vectors."""
     options = [(lanes, v) for lanes in lane_choices for v in range(1, 8)]
-    return min(options, key=lambda o: (_waste(extent, o[0] * o[1]), -o[0] * o[1]))
+    return min(
+        options,
+        key=lambda o: (_waste(extent, o[0] * o[1]), -o[0] * o[1], -o[0] if wide_lanes else 0),
+    )

@@ -220,14 +220,16 @@ def test_defaults_match_numpy(spec: str, target) -> None:
 
 
 def test_depthwise_default_on_wide_register_files_tiles_output_rows(avx512_target) -> None:
-    """32 registers: one channel's output rows x the vectors covering a row, at most 14
-    accumulators; rows narrower than a vector run the epilogue apart."""
+    """32 registers: one channel's output rows (at most 8) x the fewest, widest vectors
+    covering a row, at most 14 accumulators; rows narrower than a vector run the epilogue
+    apart."""
     narrow = "conv2d:C=96,H=7,W=7,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
     default = design_space(tt.workload(narrow), avx512_target).default
     assert not default["fuse_epilogue"] and default["rows"] == 7
     mid = "conv2d:C=96,H=14,W=14,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
     ds = design_space(tt.workload(mid), avx512_target)
-    assert ds.default["fuse_epilogue"] and (ds.default["rows"], ds.default["vectors"]) == (7, 2)
+    tile = (ds.default["rows"], ds.default["vectors"], ds.default["lanes"])
+    assert ds.default["fuse_epilogue"] and tile == (8, 1, 16), "one 16-lane vector, not 2 x 8"
     assert ds.default["row_axis"] == "pixels" and ds.space.is_valid(ds.default)
     wide = "conv2d:C=96,H=56,W=56,K=96,R=3,S=3,pad=1,groups=96,epilogue=bias+relu"
     ds = design_space(tt.workload(wide), avx512_target)
