@@ -47,6 +47,7 @@ from .conv_tiles import (
     depthwise_default,
     nhwc_default,
     tile_width,
+    wide_depthwise_default,
 )
 from .space import Config, Constraint, Knob, SearchSpace
 from .template import (
@@ -210,22 +211,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
             ext[col], ext[a2], window, knobs[1].int_choices, lane_choices, regs
         )
     elif depthwise:
-        # 32 registers: the same vectors along output columns, but the tile's rows one
-        # channel's output rows (which share the input rows their windows overlap), at most 14
-        # accumulators. Zen 5 (2 threads, 10 rounds, ``conv_ab.py --zoo``: EfficientNet-B0's,
-        # ShuffleNetV2's and ConvNeXt-T's 3x3, 5x5 and 7x7 layers from 7x7 to 112x112) against
-        # rows of channels: 0.45-0.89x the time on all 10 layers, their sum 474 -> 355 us.
-        # Without the cap the 112-wide rows' 3x7 tiles ran 0.72x and 1.08x (stride 2), 2x7 0.67x
-        # and 0.87x. Where two vector widths pad the row alike, the fewer, wider vectors, and
-        # at most 8 rows: on 8 more of the layers (14 to 56 wide) 0.61-0.77x again, their sum
-        # 225 -> 154 us. Not yet timed on other AVX-512 CPUs.
-        lanes_w, vectors_w = tile_width(ext[col], lane_choices, wide_lanes=True)
-        default["lanes"], default["vectors"] = lanes_w, vectors_w
-        accumulators = min(8, max(1, 14 // vectors_w))
-        default["row_axis"] = "pixels"
-        default["rows"] = max(
-            x for x in knobs[1].int_choices if x <= max(1, min(accumulators, ext[a2]))
-        )
+        default |= wide_depthwise_default(ext[col], ext[a2], knobs[1].int_choices, lane_choices)
     if layout == "NHWC":
         # weight panels: the tile reads one contiguous stream, packed once with the model. Zen
         # 5, 2 threads, in ResNet-18: 3x3 convs 1.07x faster at 28x28, 1.3-1.4x at 14x14,

@@ -178,6 +178,25 @@ def depthwise_default(
     }
 
 
+def wide_depthwise_default(
+    width: int, height: int, pixels: tuple[int, ...], lane_choices: tuple[int, ...]
+) -> Config:
+    """A depthwise NCHW conv's tile on 32 registers: one channel's output rows (which share the
+    input rows their windows overlap), at most 8 and at most 14 accumulators, x the fewest,
+    widest vectors covering an output row with the least padding.
+
+    Zen 5 (2 threads, 10 rounds, ``conv_ab.py --zoo``: EfficientNet-B0's, ShuffleNetV2's and
+    ConvNeXt-T's 3x3, 5x5 and 7x7 layers from 7x7 to 112x112) against the channel-row tiles
+    before it: 0.45-0.89x the time on all 10 layers, their sum 474 -> 355 us (without the cap
+    on accumulators the 112-wide rows' 3x7 tiles ran 0.72x and 1.08x at stride 2, 2x7 0.67x
+    and 0.87x); then the wider vectors where two widths pad alike, and at most 8 rows, 0.61-0.77x
+    again on the 8 of 12 layers they change (14 to 56 wide), their sum 225 -> 154 us. Not yet
+    timed on other AVX-512 CPUs."""
+    lanes, vectors = tile_width(width, lane_choices, wide_lanes=True)
+    rows = max(x for x in pixels if x <= max(1, min(8, 14 // vectors, height)))
+    return {"row_axis": "pixels", "rows": rows, "vectors": vectors, "lanes": lanes}
+
+
 def _waste(extent: int, tile: int) -> int:
     """Iterations a tile of ``tile`` computes past the end of ``extent``."""
     return -(-extent // tile) * tile - extent
