@@ -7,6 +7,7 @@ escaped (item 7); concurrent tuners claim configs so each is measured once (item
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -118,7 +119,7 @@ def test_a_claim_is_exclusive_until_it_expires_or_is_released(tmp_path: Path) ->
 def test_an_old_database_gains_the_claims_table(tmp_path: Path) -> None:
     path = tmp_path / "tuning.db"
     Database(path).close()
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("DROP TABLE claims")
     with Database(path) as db:
         assert db.claim(WORKLOAD, TARGET, KEY, owner="a", ttl=60)
@@ -341,7 +342,7 @@ def test_a_malformed_stored_record_is_skipped_with_one_warning(
     """A row another program wrote (a shared server, an older or newer tensortune)."""
     with Database(tuned_db) as db:
         db.commit_record(_record(seconds=2e-3, trial=2))
-    with sqlite3.connect(tuned_db) as conn:
+    with contextlib.closing(sqlite3.connect(tuned_db)) as conn, conn:
         conn.execute(f"UPDATE records SET {column} = ? WHERE id = 1", (value,))
     with Database(tuned_db, readonly=True) as db:
         with pytest.warns(RecordWarning, match="skipping record 1: ") as caught:
