@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 
+from ..dtype import dtype
 from ..schedule import Schedule
 from ..schedule.stage import Stage
 from ..target import Target
@@ -46,6 +47,7 @@ from .conv_tiles import (
     channel_opt_level,
     depthwise_default,
     nhwc_default,
+    scattered_column_tile,
     tile_width,
     wide_depthwise_default,
 )
@@ -219,18 +221,18 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
         # 1.9-3.4x from 14x14 (38 -> 20 ms); MobileNetV2's 1x1 convs up to 1.4x at 7x7 (2.15
         # -> 1.98 ms). A depthwise conv's few weights ran as fast either way.
         default |= {"channels_outer": False, "pack_weights": not grouped}
-    # a reduction of a vector or less leaves a channel tile's scattered NCHW stores the main
-    # cost; vectors along unit-stride output rows store whole lines (Zen 5, MobileNetV2's
-    # 16->96 1x1 conv at 112x112: 1.5x faster than a 2x7 channel tile)
-    short = reduction <= lanes and main.tensor.attrs.get("stride", (1, 1))[1] == 1
-    if by_channel and not (short and ext[col] >= 2 * lanes):
+    # a short reduction leaves a channel tile's scattered NCHW stores the main cost (Zen 5,
+    # MobileNetV2's 16->96 1x1 at 112x112: columns 1.5x faster; 32 registers: see the function)
+    stride = main.tensor.attrs.get("stride", (1, 1))[1]
+    plane = ext[a2] * ext[a3] * dtype(main.tensor.dtype).size
+    scattered = scattered_column_tile(plane, reduction, stride, ext[col], lanes, regs)
+    if by_channel and scattered is not None:
+        default |= scattered
+    elif by_channel and not (reduction <= lanes and stride == 1 and ext[col] >= 2 * lanes):
         default |= channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
+        window_cols = ext[main.reduce_axes[-1].name]  # NCHW reduces over (c, r, s)
         default["opt_level"] = channel_opt_level(
-            default,
-            regs,
-            ext[main.reduce_axes[-1].name],  # the window's columns: NCHW reduces over (c, r, s)
-            main.tensor.attrs.get("stride", (1, 1))[1],
-            ext[a1] // groups,
+            default, regs, window_cols, stride, ext[a1] // groups
         )
         # vectors along channels reach a fused epilogue through a strided tile: it pays where a
         # short reduction makes the conv memory-bound and the output is large (Zen 4: 1x1

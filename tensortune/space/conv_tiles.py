@@ -48,6 +48,37 @@ def channel_default(
     }
 
 
+def scattered_column_tile(
+    plane_bytes: int, reduction: int, stride: int, width: int, lanes: int, regs: int
+) -> Config | None:
+    """NCHW on 32 registers: the column tile (8 output channels x 2 vectors of output columns,
+    channel blocks and rows shared out together) where a channel tile's write-back, each vector
+    scattered over ``lanes`` channel planes, costs more than its FMAs: the planes are a
+    multiple of 4 KB apart (the lanes then share one L1 set, past its ways), or the reduction is
+    two vectors or less at stride 1 or 2 (27 FMAs per scattered element at a 3x3 stem); else
+    None. Only where a row holds the two vectors.
+
+    Measured on Zen 5 (AVX-512, 2 threads; ``benchmarks/conv_ab.py --zoo``, training families'
+    layers only), against the channel tile: YOLOv5s' 1x1 convs at 160x160 0.06-0.11x the time
+    (2.3-4.8 -> 0.14-0.55 ms), its 3x3 convs there 0.41x (stride 1) and 0.46x (stride 2), its
+    6x6/2 stem at 640 0.20x (9.7 -> 1.9 ms); Inception's 3x3/2 stem at 299 0.70x, ShuffleNetV2's
+    at 224 0.85x (1.09x with the rows alone shared out); 1x1 convs of 16-32 input channels
+    (EfficientNet-B0, ShuffleNetV2) 0.60-0.89x. Kept on channel tiles, where this tile ran
+    1.08-1.57x slower: 7x7/2, 4x4/4 and 11x11/4 stems, 3x3 convs of 32 channels at 147x147
+    (planes not a multiple of 4 KB, reductions of 147-363); ViT's 16x16/16 patches (33x)."""
+    aliased = plane_bytes % 4096 == 0
+    short = reduction <= 2 * lanes and stride <= 2
+    if regs < 32 or width < 2 * lanes or not (aliased or short):
+        return None
+    return {
+        "vector_axis": "columns",
+        "rows": 8,
+        "vectors": 2,
+        "lanes": lanes,
+        "parallel_fuse": True,
+    }
+
+
 def channel_opt_level(
     tile: Config, regs: int, window_columns: int, stride: int, group_channels: int
 ) -> str:

@@ -120,7 +120,7 @@ def test_epilogue_knob_only_where_there_is_one(target) -> None:
     [
         ("conv2d:C=64,H=56,W=56,K=64,R=3,S=3,pad=1", (2, 7)),  # two vectors x 7 pixels
         ("conv2d:C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3", (2, 7)),  # the ResNet stem
-        ("conv2d:C=24,H=56,W=56,K=144,R=1,S=1", (1, 7)),  # 144 = 9 vectors: one covers evenly
+        ("conv2d:C=48,H=56,W=56,K=144,R=1,S=1", (1, 7)),  # 144 = 9 vectors: one covers evenly
         ("conv2d:C=8,H=13,W=13,K=20,R=3,S=3,pad=1", (2, 7)),  # ragged K, 13 = 7 + 6
         ("conv2d:C=8,H=16,W=16,K=32,R=1,S=1", (2, 8)),  # 16 = 8 + 8 beats 7 + 7 + 2
         ("conv2d:C=4,H=5,W=5,K=16,R=3,S=3,pad=1", (1, 5)),  # a row shorter than the tile
@@ -207,6 +207,8 @@ DEFAULT_SPECS = [
     "conv2d:C=600,H=11,W=11,K=16,R=1,S=1",  # input past half of L2: blocks, 600 = 2 x 256 + 88
     "conv2d:C=11,H=19,W=21,K=24,R=3,S=3,stride=2",  # stride 2, pad 0: 9x10 outputs, -O2 on AVX2
     "conv2d:C=7,H=17,W=19,K=40,R=3,S=3",  # odd rows (17 outputs), ragged K, -O2 on AVX2
+    "conv2d:C=3,H=70,W=70,K=24,R=3,S=3,stride=2,pad=1",  # AVX-512 column tile, 35 = 32 + 3
+    "conv2d:C=40,H=32,W=32,K=20,R=3,S=3,pad=1,epilogue=bias+relu",  # 4 KB planes, ragged K
 ]
 
 
@@ -217,6 +219,39 @@ def test_defaults_match_numpy(spec: str, target) -> None:
     inputs = wl.random_inputs(0)
     kernel = tt.compile(wl, schedule=ds.schedule(ds.default), target=target)
     np.testing.assert_allclose(kernel(*inputs), wl.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "conv2d:C=3,H=224,W=224,K=24,R=3,S=3,stride=2,pad=1",  # a stem: 27 FMAs a scatter
+        "conv2d:C=24,H=56,W=56,K=144,R=1,S=1",  # a reduction of 24
+        "conv2d:C=64,H=160,W=160,K=32,R=1,S=1",  # planes 100 KB apart: one L1 set
+        "conv2d:C=32,H=320,W=320,K=64,R=3,S=3,stride=2,pad=1",  # 160x160 outputs
+    ],
+)
+def test_scattered_channel_tiles_give_way_to_column_tiles(spec: str, avx512_target) -> None:
+    """32 registers: NCHW outputs whose channel tile's scattered write-back outweighs its FMAs
+    take 8 channels x 2 vectors of columns; AVX2's default is left as it was measured."""
+    ds = design_space(tt.workload(spec), avx512_target)
+    tile = (ds.default["vector_axis"], ds.default["rows"], ds.default["vectors"])
+    assert tile == ("columns", 8, 2) and ds.default["parallel_fuse"]
+    assert ds.space.is_valid(ds.default)
+    avx2 = design_space(tt.workload(spec), tt.Target.cross("avx2", num_threads=2)).default
+    assert (avx2["rows"], avx2["vectors"]) != (8, 2)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "conv2d:C=3,H=224,W=224,K=64,R=7,S=7,stride=2,pad=3",  # 147 FMAs a scatter
+        "conv2d:C=3,H=224,W=224,K=96,R=4,S=4,stride=4",  # stride 4: column loads gather
+        "conv2d:C=32,H=147,W=147,K=64,R=3,S=3,pad=1",  # planes not a multiple of 4 KB
+        "conv2d:C=64,H=56,W=56,K=64,R=1,S=1",  # 12.25 KB planes, a reduction of 64
+    ],
+)
+def test_channel_tiles_stay_where_their_fmas_outweigh_the_scatter(spec: str, avx512_target) -> None:
+    assert design_space(tt.workload(spec), avx512_target).default["vector_axis"] == "channels"
 
 
 def test_depthwise_default_on_wide_register_files_tiles_output_rows(avx512_target) -> None:
@@ -261,13 +296,16 @@ def test_depthwise_default_tiles_output_rows_on_narrow_register_files(
     [
         ("conv2d:C=16,H=40,W=40,K=48,R=1,S=1,epilogue=bias+relu", "columns"),
         ("conv2d:C=16,H=40,W=40,K=48,R=1,S=1", "columns"),
-        ("conv2d:C=17,H=40,W=40,K=48,R=1,S=1", "channels"),  # past one vector of reduction
-        ("conv2d:C=16,H=80,W=80,K=48,R=1,S=1,stride=2", "channels"),  # strided input rows
+        ("conv2d:C=32,H=40,W=40,K=48,R=1,S=1", "columns"),  # two vectors of reduction
+        ("conv2d:C=33,H=40,W=40,K=48,R=1,S=1", "channels"),  # past two vectors
+        ("conv2d:C=16,H=80,W=80,K=48,R=1,S=1,stride=2", "columns"),  # stride 2: two loads
+        ("conv2d:C=16,H=160,W=160,K=48,R=1,S=1,stride=4", "channels"),  # stride 4: gathers
         ("conv2d:C=16,H=40,W=31,K=48,R=1,S=1", "channels"),  # rows under two vectors
     ],
 )
 def test_short_reductions_vectorize_output_rows(spec: str, axis: str, avx512_target) -> None:
-    """A conv reducing over at most a vector's worth of inputs stores whole output lines."""
+    """On 32 registers a conv reducing over at most two vectors' worth of inputs at stride 1
+    or 2 stores whole output lines (``scattered_column_tile``)."""
     default = design_space(tt.workload(spec), avx512_target).default
     assert default["vector_axis"] == axis
 

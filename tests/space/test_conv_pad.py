@@ -48,7 +48,9 @@ def test_a_pad_per_tile_is_written_and_read_inside_the_parallel_loop(avx512_targ
     body = source[source.index("/* stage conv2d */") :]
     assert "/* stage X_pad */" not in source  # no copy of the whole input of its own
     parallel = body.index("#pragma omp parallel for")
-    assert parallel < body.index("float X_pad[") < body.index("tt_bcast_f32x16(&X_pad[")
+    accumulate = body.index("conv2d_register_v0 = (conv2d_register_v0 +")
+    assert parallel < body.index("float X_pad[") < accumulate
+    assert "&X_pad[" in body[accumulate : body.index("\n", accumulate)]  # the tile reads it
     once = {**ds.default, "pad_at": "root"}
     assert "/* stage X_pad */" in build_source(ds.schedule(once), "stem", avx512_target)[0]
 
