@@ -226,7 +226,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     stride = main.tensor.attrs.get("stride", (1, 1))[1]
     plane = ext[a2] * ext[a3] * dtype(main.tensor.dtype).size
     scattered = scattered_column_tile(plane, reduction, stride, ext[col], lanes, regs)
-    if by_channel and scattered is not None:
+    if by_channel and not grouped and scattered is not None:  # (all measured ungrouped)
         default |= scattered
     elif by_channel and not (reduction <= lanes and stride == 1 and ext[col] >= 2 * lanes):
         default |= channel_default(ext[a1], ext[a3], knobs[1].int_choices, lanes, regs)
