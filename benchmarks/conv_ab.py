@@ -3,6 +3,7 @@
     python benchmarks/conv_ab.py --model resnet18|mobilenet_v2 [--base REV] [--threads 2]
         [--rounds 10] [--only REGEX] [--config JSON ...] [--ort] [--all]
     python benchmarks/conv_ab.py --zoo resnet50/layer3.1.conv1 [--zoo KEY ...] [same options]
+    python benchmarks/conv_ab.py --spec conv2d:C=3,H=160,W=160,K=32,R=3,S=3,stride=2,pad=1 [...]
 
 Every conv task of the model (as ``extract_tasks`` finds them: weights constant, as a compiled
 model runs them; fed the model's own weights and random activations) is built with the design
@@ -10,16 +11,18 @@ space's default at git revision ``--base`` (``conv.py`` and ``conv_tiles.py`` as
 loaded beside the current ones) and with today's default, both through today's ``build``, so an old
 default that is no longer a point of the space fails loudly. ``--config`` (repeatable) adds a
 contender: today's default with those knobs overridden. Each kernel is checked against NumPy, then
-all are timed in interleaved rounds (``common.rounds_of``: the C harness, weights packed once) and
-each layer prints the medians and the paired new/old ratio. Layers whose two defaults agree are
-listed, not timed (``--all``: timed too). ``--ort`` adds ONNX Runtime running the same fused nodes
-as a one-group model, with its per-call Python overhead (a few microseconds) and its NCHWc reorders
-in and out (which it skips between convs inside a model): a bound, not its in-model time
-(``profile_model.py`` has that).
+all are timed in interleaved rounds (``common.rounds_of``: the C harness, weights packed once,
+operands copied to fresh memory for each block of calls: with one placement each, two builds of the
+same config ran up to 1.27x apart) and each layer prints the medians and the paired new/old ratio.
+Layers whose two defaults agree are listed, not timed (``--all``: timed too). ``--ort`` adds ONNX
+Runtime running the same fused nodes as a one-group model, with its per-call Python overhead (a few
+microseconds) and its NCHWc reorders in and out (which it skips between convs inside a model): a
+bound, not its in-model time (``profile_model.py`` has that).
 
 ``--zoo`` (repeatable) times layers of ``tensortune.workload.zoo`` instead (the models suite's
-rows: weights constant, random values), ``--ort`` then being ONNX Runtime as ``tune_suite.py``
-runs it (``peers_for``); the weighted sums count each layer once.
+rows: weights constant, random values; ``--spec``, repeatable, any conv2d spec the same way),
+``--ort`` then being ONNX Runtime as ``tune_suite.py`` runs it (``peers_for``); the weighted
+sums count each layer once.
 """
 
 from __future__ import annotations
@@ -145,6 +148,9 @@ def main() -> None:
     parser.add_argument(
         "--zoo", action="append", default=[], help="a zoo layer (network/layer) instead of --model"
     )
+    parser.add_argument(
+        "--spec", action="append", default=[], help="a conv2d workload spec instead of --model"
+    )
     args = parser.parse_args()
     if args.rounds < 2:
         parser.error(f"--rounds must be at least 2 (a ratio's noise needs two), got {args.rounds}")
@@ -172,7 +178,7 @@ def main() -> None:
             fed = common.feeds(kernel, wl, values)
             got = kernel(*fed)
             common.check(f"{wl.name} [{name}]", got, want)
-            timer = common.kernel_timer(kernel, [*fed, got])
+            timer = common.kernel_timer(kernel, [*fed, got], fresh_placement=True)
             contenders.append(common.Contender(name, lambda: None, timer))
         if args.ort:
             run = ort()
@@ -197,11 +203,12 @@ def main() -> None:
 def _layers(args: argparse.Namespace) -> Iterator[tuple[Any, int, list[Any], Callable[[], Any]]]:
     """(workload, times the model runs it, input values, a maker of ONNX Runtime's call) per
     conv task of ``--model``, or per ``--zoo`` layer."""
-    if args.zoo:
-        print(f"zoo layers: {args.zoo}, {args.threads} threads, base {args.base}")
+    if args.zoo or args.spec:
+        print(f"layers: {args.zoo + args.spec}, {args.threads} threads, base {args.base}")
         layers = zoo.by_key()
-        for key in args.zoo:
-            wl = layers[key].workload()
+        chosen = [layers[key] for key in args.zoo] + [zoo.Layer("", "", s) for s in args.spec]
+        for layer in chosen:
+            wl = layer.workload()
             values = wl.random_inputs(0)
             yield wl, 1, values, lambda w=wl, v=values: peers_for(w, v, args.threads)["onnxruntime"]
         return

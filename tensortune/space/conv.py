@@ -225,7 +225,7 @@ def conv_space(wl: Workload, target: Target) -> DesignSpace:
     # MobileNetV2's 16->96 1x1 at 112x112: columns 1.5x faster; 32 registers: see the function)
     stride = main.tensor.attrs.get("stride", (1, 1))[1]
     plane = ext[a2] * ext[a3] * dtype(main.tensor.dtype).size
-    scattered = scattered_column_tile(plane, reduction, stride, ext[col], lanes, regs)
+    scattered = scattered_column_tile(plane, reduction, stride, ext[col], ext[a1], lanes, regs)
     if by_channel and not grouped and scattered is not None:  # (all measured ungrouped)
         default |= scattered
     elif by_channel and not (reduction <= lanes and stride == 1 and ext[col] >= 2 * lanes):

@@ -49,7 +49,7 @@ def channel_default(
 
 
 def scattered_column_tile(
-    plane_bytes: int, reduction: int, stride: int, width: int, lanes: int, regs: int
+    plane_bytes: int, reduction: int, stride: int, width: int, channels: int, lanes: int, regs: int
 ) -> Config | None:
     """NCHW on 32 registers: the column tile (8 output channels x 2 vectors of output columns,
     channel blocks and rows shared out together) where a channel tile's write-back, each vector
@@ -65,15 +65,24 @@ def scattered_column_tile(
     at 224 0.85x (1.09x with the rows alone shared out); 1x1 convs of 16-32 input channels
     (EfficientNet-B0, ShuffleNetV2) 0.60-0.89x. Kept on channel tiles, where this tile ran
     1.08-1.57x slower: 7x7/2, 4x4/4 and 11x11/4 stems, 3x3 convs of 32 channels at 147x147
-    (planes not a multiple of 4 KB, reductions of 147-363); ViT's 16x16/16 patches (33x)."""
+    (planes not a multiple of 4 KB, reductions of 147-363); ViT's 16x16/16 patches (33x).
+
+    A row of an odd number of vectors leaves a two-vector tile's last column block half empty:
+    there 16 channels x 1 vector, where the channels divide into 16. Measured the same way
+    (operands placed afresh per block of calls; ``--spec`` shapes of no held-out family), against
+    8 x 2: rows of 48, 80, 112 and 144 columns 0.40-0.87x the time (C=3 3x3/2 stems of K=16-64,
+    1x1 convs of 16-32 input channels; 0.40x at 80x80, where 8 x 2 swung 17-42 us with the
+    operands' placement and 16 x 1 held 16-17); ShuffleNetV2's stem (K=24: 16 x 1 1.16x, 12 x 1
+    0.96x) and rows of 104 and 149 columns (1.11x, 1.16x) keep 8 x 2."""
     aliased = plane_bytes % 4096 == 0
     short = reduction <= 2 * lanes and stride <= 2
     if regs < 32 or width < 2 * lanes or not (aliased or short):
         return None
+    odd_row = width % (2 * lanes) == lanes and channels % 16 == 0
     return {
         "vector_axis": "columns",
-        "rows": 8,
-        "vectors": 2,
+        "rows": 16 if odd_row else 8,
+        "vectors": 1 if odd_row else 2,
         "lanes": lanes,
         "parallel_fuse": True,
     }

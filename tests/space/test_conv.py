@@ -209,6 +209,7 @@ DEFAULT_SPECS = [
     "conv2d:C=7,H=17,W=19,K=40,R=3,S=3",  # odd rows (17 outputs), ragged K, -O2 on AVX2
     "conv2d:C=3,H=70,W=70,K=24,R=3,S=3,stride=2,pad=1",  # AVX-512 column tile, 35 = 32 + 3
     "conv2d:C=40,H=32,W=32,K=20,R=3,S=3,pad=1,epilogue=bias+relu",  # 4 KB planes, ragged K
+    "conv2d:C=3,H=96,W=96,K=32,R=3,S=3,stride=2,pad=1,epilogue=bias+relu",  # 48 = 3 vectors
 ]
 
 
@@ -239,6 +240,24 @@ def test_scattered_channel_tiles_give_way_to_column_tiles(spec: str, avx512_targ
     assert ds.space.is_valid(ds.default)
     avx2 = design_space(tt.workload(spec), tt.Target.cross("avx2", num_threads=2)).default
     assert (avx2["rows"], avx2["vectors"]) != (8, 2)
+
+
+@pytest.mark.parametrize(
+    ("spec", "tile"),
+    [
+        ("conv2d:C=3,H=160,W=160,K=32,R=3,S=3,stride=2,pad=1", (16, 1)),  # 80 = 5 vectors
+        ("conv2d:C=16,H=112,W=112,K=48,R=1,S=1", (16, 1)),  # 112 = 7 vectors
+        ("conv2d:C=3,H=224,W=224,K=24,R=3,S=3,stride=2,pad=1", (8, 2)),  # 24 channels, not 16s
+        ("conv2d:C=3,H=320,W=320,K=32,R=3,S=3,stride=2,pad=1", (8, 2)),  # 160 = 10 vectors
+    ],
+)
+def test_rows_of_an_odd_number_of_vectors_take_one_vector_of_16_channels(
+    spec: str, tile: tuple[int, int], avx512_target
+) -> None:
+    """Two vectors would leave the last column block of such a row half empty."""
+    ds = design_space(tt.workload(spec), avx512_target)
+    assert ds.default["vector_axis"] == "columns"
+    assert (ds.default["rows"], ds.default["vectors"]) == tile and ds.space.is_valid(ds.default)
 
 
 @pytest.mark.parametrize(
