@@ -73,19 +73,23 @@ def scattered_column_tile(
     8 x 2: rows of 48, 80, 112 and 144 columns 0.40-0.87x the time (C=3 3x3/2 stems of K=16-64,
     1x1 convs of 16-32 input channels; 0.40x at 80x80, where 8 x 2 swung 17-42 us with the
     operands' placement and 16 x 1 held 16-17); ShuffleNetV2's stem (K=24: 16 x 1 1.16x, 12 x 1
-    0.96x) and rows of 104 and 149 columns (1.11x, 1.16x) keep 8 x 2."""
+    0.96x) and rows of 104 and 149 columns (1.11x, 1.16x) keep 8 x 2. With 16 x 1, the padding
+    tested inline and -O2 took another 0.78-0.97x at every padded shape (3x3 convs, C=3 stems of
+    K=16-64 and C=16 at 80x80), 0.97-1.01x unpadded; on 8 x 2 tiles they ran 1.07-3.75x slower."""
     aliased = plane_bytes % 4096 == 0
     short = reduction <= 2 * lanes and stride <= 2
     if regs < 32 or width < 2 * lanes or not (aliased or short):
         return None
-    odd_row = width % (2 * lanes) == lanes and channels % 16 == 0
-    return {
+    tile: Config = {
         "vector_axis": "columns",
-        "rows": 16 if odd_row else 8,
-        "vectors": 1 if odd_row else 2,
+        "rows": 8,
+        "vectors": 2,
         "lanes": lanes,
         "parallel_fuse": True,
     }
+    if width % (2 * lanes) == lanes and channels % 16 == 0:
+        tile |= {"rows": 16, "vectors": 1, "inline_pad": True, "opt_level": "O2"}
+    return tile
 
 
 def channel_opt_level(

@@ -254,10 +254,14 @@ def test_scattered_channel_tiles_give_way_to_column_tiles(spec: str, avx512_targ
 def test_rows_of_an_odd_number_of_vectors_take_one_vector_of_16_channels(
     spec: str, tile: tuple[int, int], avx512_target
 ) -> None:
-    """Two vectors would leave the last column block of such a row half empty."""
+    """Two vectors would leave the last column block of such a row half empty; the one-vector
+    tile tests its padding inline, at -O2."""
     ds = design_space(tt.workload(spec), avx512_target)
     assert ds.default["vector_axis"] == "columns"
     assert (ds.default["rows"], ds.default["vectors"]) == tile and ds.space.is_valid(ds.default)
+    one_vector = tile == (16, 1)
+    assert ds.default["inline_pad"] == one_vector
+    assert (ds.default["opt_level"] == "O2") == one_vector
 
 
 @pytest.mark.parametrize(

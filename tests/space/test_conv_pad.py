@@ -13,7 +13,7 @@ from tensortune.space.registry import design_space
 
 from .matches import assert_configs_match_numpy
 
-STEM = "conv2d:N=1,C=3,H=224,W=224,K=32,R=3,S=3,stride=2,pad=1,dilation=1,groups=1,layout=NCHW"
+STEM = "conv2d:N=1,C=3,H=224,W=224,K=24,R=3,S=3,stride=2,pad=1,dilation=1,groups=1,layout=NCHW"
 SPECS = [
     "conv2d:C=3,H=11,W=13,K=20,R=3,S=3,stride=2,pad=1",
     "conv2d:N=2,C=3,H=15,W=15,K=12,R=5,S=5,stride=2,pad=2,dilation=2",
