@@ -65,7 +65,9 @@ def scattered_column_tile(
     at 224 0.85x (1.09x with the rows alone shared out); 1x1 convs of 16-32 input channels
     (EfficientNet-B0, ShuffleNetV2) 0.60-0.89x. Kept on channel tiles, where this tile ran
     1.08-1.57x slower: 7x7/2, 4x4/4 and 11x11/4 stems, 3x3 convs of 32 channels at 147x147
-    (planes not a multiple of 4 KB, reductions of 147-363); ViT's 16x16/16 patches (33x).
+    (planes not a multiple of 4 KB, reductions of 147-363); ViT's 16x16/16 patches (33x). Timed
+    again with the operands placed afresh per block of calls (one fixed placement had put two
+    builds of one config up to 1.27x apart): the ten faster layers 0.06-0.82x, none slower.
 
     A row of an odd number of vectors leaves a two-vector tile's last column block half empty:
     there 16 channels x 1 vector, where the channels divide into 16. Measured the same way
