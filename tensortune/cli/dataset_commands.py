@@ -95,6 +95,13 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
         "(default: all)",
     )
     p.add_argument(
+        "--op-class",
+        default="",
+        metavar="CLASS",
+        help="collect only workloads of this op class, e.g. dense or depthwise_conv2d "
+        "(default: all)",
+    )
+    p.add_argument(
         "--target",
         default="",
         metavar="SPEC",
@@ -172,16 +179,28 @@ def add_dataset_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from ..database import open_database
-    from ..dataset import collect, collection_order, held_out_workloads, training_workloads
+    from ..dataset import (
+        OP_CLASSES,
+        collect,
+        collection_order,
+        held_out_workloads,
+        op_class,
+        training_workloads,
+    )
     from ..errors import TensorTuneError
     from ..target import Target
 
+    if args.op_class and args.op_class not in OP_CLASSES:
+        raise TensorTuneError(
+            f"--op-class {args.op_class!r} is not an op class of the dataset: "
+            f"give one of {', '.join(OP_CLASSES)}"
+        )
     target = Target.from_string(args.target)
     specs = collection_order(held_out_workloads() if args.held_out else training_workloads())
-    specs = [s for s in specs if args.only in s]
+    specs = [s for s in specs if args.only in s and args.op_class in ("", op_class(s))]
     if not specs:
         raise TensorTuneError(
-            f"--only {args.only!r} matches none of the dataset's "
+            f"--only {args.only!r} --op-class {args.op_class!r} matches none of the dataset's "
             f"{'held-out' if args.held_out else 'training'} workloads: give part of a spec, "
             f"e.g. 'conv2d:' or ',C=3,'"
         )

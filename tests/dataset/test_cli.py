@@ -77,3 +77,21 @@ def test_collect_refuses_an_only_that_matches_no_workload(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "matches none of the dataset's training workloads" in done.stderr
     assert not (tmp_path / "d.db").exists()
+
+
+def test_collect_refuses_an_unknown_op_class_naming_the_known_ones(tmp_path):
+    done = _run("collect", "--db", str(tmp_path / "d.db"), "--op-class", "gemv")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "'gemv' is not an op class" in done.stderr and "depthwise_conv2d" in done.stderr
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_collect_measures_only_the_chosen_op_class(tmp_path):
+    db = tmp_path / "d.db"
+    args = ("--db", str(db), "--op-class", "softmax", "--workloads", "1")
+    done = _run("collect", *args, "--trials-per-workload", "1", "--target", "avx2 threads=1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[1/") and "softmax:" in done.stdout.splitlines()[0]
+    with open_database(db, readonly=True) as opened:
+        names = {workload(r.workload).name for r in opened.records()}
+    assert len(names) == 1 and all(n.startswith("softmax:") for n in names)
