@@ -200,7 +200,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     specs = [s for s in specs if args.only in s and args.op_class in ("", op_class(s))]
     if not specs:
         raise TensorTuneError(
-            f"--only {args.only!r} --op-class {args.op_class!r} matches none of the dataset's "
+            f"--only {args.only!r}{f' --op-class {args.op_class}' if args.op_class else ''} "
+            f"matches none of the dataset's "
             f"{'held-out' if args.held_out else 'training'} workloads: give part of a spec, "
             f"e.g. 'conv2d:' or ',C=3,'"
         )
