@@ -4,6 +4,8 @@ Features are recomputed here from (workload, target, config), never read from th
 are grouped by workload, target and CPU kind: costs (ratios to the template default timed
 beside each candidate) compare only within a group. A config measured several times counts
 once, by its median; a config that never succeeded is a failure (the worst of its group).
+Records that timed the host rather than their config (timeouts, stalled references) are left
+out (``host_events``).
 Records of registered plug-in spaces are skipped (their code never travels with a record), and
 so are held-out workloads: the prior never sees a layer of a held-out network.
 """
@@ -25,6 +27,7 @@ from ..cost_model import CostModel, LGBMCostModel, XGBCostModel, get_cost_model,
 from ..cost_model.features import LoopNestFeatures
 from ..cost_model.pretrained import PRETRAINED_PATH, save_pretrained
 from ..database.record import canonical_json, rank_score
+from ..measure.paired import STALL_FACTOR
 from ..space.registry import design_space
 from ..workload import workload
 from .records import DatasetError, on_target, target_of
@@ -63,7 +66,8 @@ class FeatureSet:
 
 
 def groups_of(records: Sequence[dict[str, Any]]) -> list[Group]:
-    """Records by (workload, target, CPU kind), each config once with its median cost."""
+    """Records by (workload, target, CPU kind), each config once with its median cost; the
+    records that timed the host rather than their config (``host_events``) are left out."""
     by_key: dict[GroupKey, list[dict[str, Any]]] = {}
     for rec in records:
         if rec.get("space", ""):
@@ -72,6 +76,10 @@ def groups_of(records: Sequence[dict[str, Any]]) -> list[Group]:
         by_key.setdefault(key, []).append(rec)
     out = []
     for key, recs in sorted(by_key.items()):
+        dropped = host_events(recs)
+        recs = [r for r in recs if id(r) not in dropped]
+        if not recs:
+            continue
         ok = [SimpleNamespace(**r) for r in recs if r.get("error") is None]
         score = rank_score(ok) if ok else None
         times: dict[str, list[float]] = {}
@@ -88,6 +96,33 @@ def groups_of(records: Sequence[dict[str, Any]]) -> list[Group]:
             Group(key, recs[0]["op_class"], list(configs.values()), costs, len(recs), timings)
         )
     return out
+
+
+def host_events(records: Sequence[dict[str, Any]]) -> set[int]:
+    """The ids of one group's records that measured the host, not their config.
+
+    * a timeout: the kernels of these spaces take micro- to milliseconds, far below the
+      runner's limit, so a timeout is a stalled host (or a hung kernel, which a record cannot
+      tell apart): its time is unknown, not the worst;
+    * a success whose paired reference ran ``STALL_FACTOR`` times slower than the group's
+      median reference: timed in a stall (records of versions before the runner timed stalled
+      rounds again), where both blocks wait out the same time slice and their ratio says
+      nothing about the config (Zen 4 records of 2026-11: 20 ms blocks of 60 us kernels).
+
+    Left in, they mislabel configs as the slowest of their group, in training and in the
+    held-out check alike."""
+    references = [
+        r["reference_seconds"]
+        for r in records
+        if r.get("error") is None and r.get("ratio") is not None and r.get("reference_seconds")
+    ]
+    scale = statistics.median(references) if references else math.inf
+    return {
+        id(r)
+        for r in records
+        if r.get("error") == "timeout"
+        or (r.get("error") is None and (r.get("reference_seconds") or 0.0) > STALL_FACTOR * scale)
+    }
 
 
 #: Each group's feature extractor, reused across ``feature_set`` calls so that an evaluation

@@ -205,6 +205,26 @@ def test_groups_take_the_median_ratio_and_mark_failures_inf(exported):
         assert all(t[1] > t[0] for t in both.timings if t)
 
 
+def test_groups_leave_out_timeouts_and_records_timed_in_a_stall(exported):
+    """A timeout and a success whose reference ran many times its usual time measured the
+    host: neither changes a cost, and a config known only by a timeout is not ranked at all."""
+    records = read_records([exported])
+    plain = groups_of(records)
+    ok = [r for r in records if r["error"] is None]
+    stalled = [  # both blocks waited out one time slice: a ratio near 1 whatever the config
+        {**r, "seconds": 0.02, "reference_seconds": 0.02, "ratio": 1.0, "strategy": "confirm"}
+        for r in ok[::4]
+    ]
+    timeouts = [{**r, "error": "timeout", "seconds": None, "ratio": None} for r in ok]
+    unknown = {**ok[0], "config": {**ok[0]["config"], "never": "timed"}}
+    unknown.update(error="timeout", seconds=None, ratio=None, reference_seconds=None)
+    noisy = groups_of(records + stalled + timeouts + [unknown])
+    assert [g.key for g in noisy] == [g.key for g in plain]
+    for before, after in zip(plain, noisy, strict=True):
+        assert after.configs == before.configs and after.costs == before.costs
+        assert after.timings == before.timings and after.records == before.records
+
+
 def test_held_out_families_never_reach_training():
     held = set(held_out_workloads())
     assert held and all(layer.spec for layer in layers(HELD_OUT_FAMILIES))
