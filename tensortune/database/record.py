@@ -246,17 +246,29 @@ def rank_score(records: Sequence[Any]) -> Callable[[Any], float]:
     not move; records timed alone (older versions, or no reference) are put on the same
     scale by the median reference time of the others. Without any ratio, seconds rank.
     """
-    references = [r.reference_seconds for r in records if _paired(r)]
-    if not references:
+    scale = reference_scale(records)
+    if scale is None:
         return lambda r: r.seconds
-    scale = statistics.median(references)
 
     def score(r: Any) -> float:
-        if _paired(r) and r.reference_seconds <= STALL_FACTOR * scale:
+        if _paired(r) and not timed_in_stall(r, scale):
             return float(r.ratio)
         return float(r.seconds) / scale
 
     return score
+
+
+def reference_scale(records: Sequence[Any]) -> float | None:
+    """The median time of the references paired with ``records`` (None: none was paired)."""
+    references = [r.reference_seconds for r in records if _paired(r)]
+    return statistics.median(references) if references else None
+
+
+def timed_in_stall(record: Any, scale: float) -> bool:
+    """Whether ``record``'s paired reference ran ``STALL_FACTOR`` times its usual time
+    (``scale``, see ``reference_scale``): both blocks then waited out the host's stall, and
+    their ratio says nothing about the config."""
+    return _paired(record) and record.reference_seconds > STALL_FACTOR * scale
 
 
 def _paired(record: Any) -> bool:

@@ -26,8 +26,7 @@ import numpy as np
 from ..cost_model import CostModel, LGBMCostModel, XGBCostModel, get_cost_model, ranking_metrics
 from ..cost_model.features import LoopNestFeatures
 from ..cost_model.pretrained import PRETRAINED_PATH, save_pretrained
-from ..database.record import canonical_json, rank_score
-from ..measure.paired import STALL_FACTOR
+from ..database.record import canonical_json, rank_score, reference_scale, timed_in_stall
 from ..space.registry import design_space
 from ..workload import workload
 from .records import DatasetError, on_target, target_of
@@ -104,24 +103,20 @@ def host_events(records: Sequence[dict[str, Any]]) -> set[int]:
     * a timeout: the kernels of these spaces take micro- to milliseconds, far below the
       runner's limit, so a timeout is a stalled host (or a hung kernel, which a record cannot
       tell apart): its time is unknown, not the worst;
-    * a success whose paired reference ran ``STALL_FACTOR`` times slower than the group's
-      median reference: timed in a stall (records of versions before the runner timed stalled
-      rounds again), where both blocks wait out the same time slice and their ratio says
+    * a success whose paired reference ran ``STALL_FACTOR`` times the group's median reference
+      (``database.record.timed_in_stall``; records of versions before the runner timed
+      stalled rounds again): both blocks waited out the same time slice and their ratio says
       nothing about the config (Zen 4 records of 2026-11: 20 ms blocks of 60 us kernels).
 
     Left in, they mislabel configs as the slowest of their group, in training and in the
     held-out check alike."""
-    references = [
-        r["reference_seconds"]
-        for r in records
-        if r.get("error") is None and r.get("ratio") is not None and r.get("reference_seconds")
-    ]
-    scale = statistics.median(references) if references else math.inf
+    ok = {id(r): SimpleNamespace(**r) for r in records if r.get("error") is None}
+    scale = reference_scale(list(ok.values()))
     return {
         id(r)
         for r in records
         if r.get("error") == "timeout"
-        or (r.get("error") is None and (r.get("reference_seconds") or 0.0) > STALL_FACTOR * scale)
+        or (id(r) in ok and scale is not None and timed_in_stall(ok[id(r)], scale))
     }
 
 
