@@ -9,7 +9,7 @@ from .features import (
     transferable_features,
 )
 from .lgbm import LGBMCostModel
-from .metrics import ranking_metrics
+from .metrics import confident_gap, ranking_metrics
 from .pretrained import PRETRAINED_PATH, load_pretrained, save_pretrained
 from .random_model import RandomCostModel
 from .registry import COST_MODELS, CostModelFactory, get_cost_model, register_cost_model
@@ -27,6 +27,7 @@ __all__ = [
     "RandomCostModel",
     "XGBCostModel",
     "as_costs",
+    "confident_gap",
     "get_cost_model",
     "load_pretrained",
     "loop_nest_features",

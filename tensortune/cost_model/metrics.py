@@ -6,6 +6,7 @@ predicted seconds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,15 +33,20 @@ def ranking_metrics(
     and give tied predictions one half.
     """
     scores = np.asarray(pred_scores, dtype=np.float64).reshape(-1)
-    costs = as_costs(true_costs)
-    if len(scores) != len(costs):
-        raise ValueError(f"{len(scores)} predictions for {len(costs)} costs")
-    throughput = np.where(np.isfinite(costs), 1.0 / np.maximum(costs, 1e-300), 0.0)
+    throughput = _throughput(true_costs)
+    if len(scores) != len(throughput):
+        raise ValueError(f"{len(scores)} predictions for {len(throughput)} costs")
     return {
         "pairwise_accuracy": _pairwise_accuracy(scores, throughput),
         "top1_score": _top_k_score(scores, throughput, 1),
         "top5_score": _top_k_score(scores, throughput, 5),
     }
+
+
+def _throughput(true_costs: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Runs per second: failed runs (inf cost) have throughput 0."""
+    costs = as_costs(true_costs)
+    return np.where(np.isfinite(costs), 1.0 / np.maximum(costs, 1e-300), 0.0)
 
 
 def _pairwise_accuracy(scores: np.ndarray, throughput: np.ndarray) -> float:
@@ -55,6 +61,37 @@ def _pairwise_accuracy(scores: np.ndarray, throughput: np.ndarray) -> float:
             (pred_sign == 0) & counted
         ).sum()
     return float(right / total) if total else float("nan")
+
+
+def confident_gap(
+    pred_scores: Sequence[float] | np.ndarray,
+    true_costs: Sequence[float] | np.ndarray,
+    groups: Sequence[int] | np.ndarray,
+    accuracy: float,
+) -> float:
+    """The smallest score gap at which predictions are right at least ``accuracy`` of the time:
+    over the pairs of one group with different true costs that the scores put at least that far
+    apart, the share ordered correctly. A ranking model's scores have no unit, so how far apart
+    two must be before the order can be believed is a property of the model, read off scores
+    it gave configs of workloads it never saw. ``inf`` when no gap reaches ``accuracy``."""
+    scores = np.asarray(pred_scores, dtype=np.float64).reshape(-1)
+    throughput = _throughput(true_costs)
+    ids = np.asarray(groups).reshape(-1)
+    gaps, right = [], []
+    for gid in np.unique(ids):
+        s, t = scores[ids == gid], throughput[ids == gid]
+        i, j = np.triu_indices(len(s), k=1)
+        counted = (t[i] != t[j]) & np.isfinite(s[i]) & np.isfinite(s[j])
+        i, j = i[counted], j[counted]
+        gaps.append(np.abs(s[i] - s[j]))
+        right.append(np.sign(s[i] - s[j]) == np.sign(t[i] - t[j]))
+    if not gaps or not sum(len(g) for g in gaps):
+        return math.inf
+    gap, ok = np.concatenate(gaps), np.concatenate(right)
+    order = np.argsort(-gap, kind="stable")  # widest first: the share right among the widest n
+    share = np.cumsum(ok[order]) / np.arange(1, len(order) + 1)
+    reached = np.flatnonzero(share >= accuracy)
+    return float(gap[order][reached[-1]]) if len(reached) else math.inf
 
 
 def _top_k_score(scores: np.ndarray, throughput: np.ndarray, k: int) -> float:

@@ -12,6 +12,7 @@ error: tuning then learns from scratch, after one warning per file per process.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -147,6 +148,30 @@ def untrusted_class(op_class: str, meta: Mapping[str, Any]) -> str | None:
             )
         return None
     return f"{op_class} below trust bar: no held-out or cross-validated figure for it"
+
+
+#: How often a zero-shot choice must be right to leave the template default: a candidate is
+#: picked over the default only when the model scores it further above than the gap at which
+#: its out-of-fold predictions ordered pairs right this often (``meta["cross_validated"]``'s
+#: ``confident_gap``, per op class). A ranking right 0.76 of the time over all pairs is right
+#: more often about pairs it puts far apart, and a zero-shot kernel must not end slower than the
+#: default: a prior trusted on every close call picked, for a MobileNet-V2 depthwise layer, the
+#: exemplar of another stride at 0.68 of the default's speed.
+CONFIDENT_ACCURACY = 0.9
+
+
+def confident_gap_of(op_class: str, meta: Mapping[str, Any]) -> float:
+    """The score gap over the default that a zero-shot candidate of ``op_class`` must clear
+    (``CONFIDENT_ACCURACY``): the class's figure, else the overall one; infinite where the model
+    never reached that accuracy (stored as None); 0 for a file trained before the gap was
+    stored (its per-class trust bar alone decides, as it did)."""
+    check = meta.get("cross_validated") or {}
+    row = (check.get("per_op_class") or {}).get(op_class) or {}
+    for source in (row, check):
+        if "confident_gap" in source:
+            gap = source["confident_gap"]
+            return math.inf if gap is None else float(gap)
+    return 0.0
 
 
 def trusted_pretrained(path: str | Path | None = None) -> CostModel | None:

@@ -23,9 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from ..cost_model import CostModel, LGBMCostModel, XGBCostModel, get_cost_model, ranking_metrics
+from ..cost_model import (
+    CostModel,
+    LGBMCostModel,
+    XGBCostModel,
+    confident_gap,
+    get_cost_model,
+    ranking_metrics,
+)
 from ..cost_model.features import LoopNestFeatures
-from ..cost_model.pretrained import PRETRAINED_PATH, save_pretrained
+from ..cost_model.pretrained import CONFIDENT_ACCURACY, PRETRAINED_PATH, save_pretrained
 from ..database.record import canonical_json, rank_score, reference_scale, timed_in_stall
 from ..space.registry import design_space
 from ..workload import workload
@@ -245,7 +252,21 @@ def cross_validated_check(
         folds, scores = 0, np.full(len(data.costs), np.nan)
     else:
         scores = out_of_fold_scores(data, model, folds, seed)
-    return {"folds": folds, "seed": seed, **ranking_check(data, scores)}
+    check = {"folds": folds, "seed": seed, **ranking_check(data, scores)}
+    if folds:
+        classes = np.array([g.op_class for g in data.info])[data.groups]
+        check["confident_gap"] = _gap(scores, data.costs, data.groups)
+        for cls, row in check["per_op_class"].items():
+            on = classes == cls
+            row["confident_gap"] = _gap(scores[on], data.costs[on], data.groups[on])
+    return check
+
+
+def _gap(scores: np.ndarray, costs: np.ndarray, groups: np.ndarray) -> float | None:
+    """``confident_gap`` at ``CONFIDENT_ACCURACY``, None where no gap reaches it (JSON has no
+    infinity)."""
+    gap = confident_gap(scores, costs, groups, CONFIDENT_ACCURACY)
+    return gap if math.isfinite(gap) else None
 
 
 #: Each training group's fastest configs shipped with the model as zero-shot candidates.

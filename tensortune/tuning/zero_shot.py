@@ -2,15 +2,17 @@
 pretrained cost model with no measurement at all.
 
 The candidates are the template default, the best measured configs of the most similar
-workloads in the database (same op and design space, and points of this workload's space), the
-exemplars shipped with the model (the fastest configs measured of the most similar training
-workloads, on every CPU kind of the dataset), the configs one step from those, and a seeded
-sample of the whole space, in that order; the model
-scores their transferable features (which mean the same for every shape, template and CPU) and
-the top-scored one wins. The steps come before the wide sample because the default and the
-similar bests are known to be good: a uniform sample of a space is mostly far worse than its
-default, so a prior that ranks it imperfectly risks a kernel many times slower, while a wrong
-step costs little.
+workloads in the database (same op class and design space, same loop structure first, and points
+of this workload's space), the exemplars shipped with the model (the fastest configs measured of
+the most similar training workloads, on every CPU kind of the dataset), the configs one step
+from those, and a seeded sample of the whole space, in that order. The model scores their
+transferable features (which mean the same for every shape, template and CPU) and the
+top-scored one wins, if the model scores it further above the default than the gap at which its
+cross-validated predictions were right ``CONFIDENT_ACCURACY`` of the time
+(``cost_model.pretrained.confident_gap_of``): a close call keeps the default. The steps come
+before the wide sample because the default and the similar bests are known to be good: a
+uniform sample of a space is mostly far worse than its default, so a prior that ranks it
+imperfectly risks a kernel many times slower, while a wrong step costs little.
 
 Featurising means lowering each candidate (10-300 ms each here, more on a busy host), so the
 sample is featurised in a fixed order until a time budget is spent: the whole choice stays under
@@ -43,7 +45,12 @@ import numpy as np
 
 from ..cost_model import CostModel
 from ..cost_model.features import PROGRAM_FEATURES, transferable_features
-from ..cost_model.pretrained import pretrained_exemplars, pretrained_meta, untrusted_class
+from ..cost_model.pretrained import (
+    confident_gap_of,
+    pretrained_exemplars,
+    pretrained_meta,
+    untrusted_class,
+)
 from ..database import Database
 from ..database.prediction import Prediction
 from ..errors import SpecError
@@ -115,12 +122,16 @@ def choose(
     workload's op class (``untrusted_class``). ``exemplars`` are the model file's (default: the
     package model's)."""
     start = time.perf_counter()
-    distrust = untrusted_class(ds.workload.op_class, package_model_meta() if meta is None else meta)
+    meta = package_model_meta() if meta is None else meta
+    distrust = untrusted_class(ds.workload.op_class, meta)
     if distrust is not None:
         config, source, candidates = ds.default, f"default ({distrust})", 1
     else:
         shipped = shipped_configs(ds, package_exemplars() if exemplars is None else exemplars)
-        config, source, candidates = _top_ranked(ds, model, database, target_key, shipped, start)
+        gap = confident_gap_of(ds.workload.op_class, meta)
+        config, source, candidates = _top_ranked(
+            ds, model, database, target_key, shipped, gap, start
+        )
     return Prediction(
         workload=ds.workload.name,
         target=target_key,
@@ -139,10 +150,12 @@ def _top_ranked(
     database: Database | None,
     target_key: str,
     shipped: Sequence[tuple[Config, str]],
+    gap: float,
     start: float,
 ) -> tuple[Config, str, int]:
-    """The candidate ``model`` scores highest, where it came from, and how many were ranked
-    (as many as the time budget, counted from ``start``, allowed)."""
+    """The candidate ``model`` scores highest, if it scores at least ``gap`` above the default
+    (else the default), where it came from, and how many were ranked (as many as the time
+    budget, counted from ``start``, allowed)."""
     similar = similar_configs(ds, database, target_key) if database is not None else []
     seeds = _unique([(ds.default, "default"), *similar, *shipped], ds)
     always = len(seeds) + CHUNK
@@ -159,6 +172,8 @@ def _top_ranked(
     scores = np.where(builds & np.isfinite(scores), scores, -np.inf)
     best = int(np.argmax(scores)) if np.isfinite(scores).any() else 0
     config, source = candidates[best]
+    if best and not scores[best] - scores[0] >= gap:  # candidates[0] is the default
+        config, source = ds.default, f"default (no candidate scored {gap:.3g} above it)"
     return config, source, len(candidates)
 
 
@@ -209,27 +224,44 @@ def shipped_configs(
 
 
 def nearest(wl: Workload, names: Iterable[str]) -> list[str]:
-    """The ``SIMILAR_WORKLOADS`` workloads of ``wl``'s op nearest it in shape, nearest first;
-    names this version cannot parse (a database and a model file are shared data) are skipped."""
+    """The ``SIMILAR_WORKLOADS`` workloads of ``wl``'s op class nearest it in shape, nearest
+    first (a depthwise convolution's neighbours are depthwise convolutions); names this version
+    cannot parse (a database and a model file are shared data) are skipped."""
     others = []
     for name in names:
         if name == wl.name or name.partition(":")[0] != wl.op:
             continue
         try:
-            others.append((shape_distance(wl, parse_workload(name)), name))
+            other = parse_workload(name)
         except SpecError:
             continue
+        if other.op_class == wl.op_class:
+            others.append((shape_distance(wl, other), name))
     return [name for _, name in sorted(others)[:SIMILAR_WORKLOADS]]
+
+
+#: Parameters that set the shape of a workload's loop nest rather than its sizes: the window a
+#: convolution or pool slides, its step, padding and dilation. Two workloads that differ in one
+#: run different inner loops, so the other's fast config is no guide to this one's however close
+#: their sizes (a stride-2 layer's exemplar, chosen for a stride-1 depthwise layer of similar
+#: size, ran at 0.68 of the default's speed).
+STRUCTURE = frozenset({"R", "S", "stride", "pad", "dilation"})
+#: What a structure difference adds to ``shape_distance``: more than any difference of sizes.
+STRUCTURE_DISTANCE = 1000.0
 
 
 def shape_distance(a: Workload, b: Workload) -> float:
     """How far apart two workloads of one op are: summed |log ratio| of their integer
-    parameters, plus 1 per other parameter (layout, epilogue) that differs."""
+    parameters, plus 1 per other parameter (layout, epilogue) that differs, plus
+    ``STRUCTURE_DISTANCE`` per ``STRUCTURE`` parameter that differs (so workloads of the same
+    loop structure always come first)."""
     pa, pb = dict(a.params), dict(b.params)
     total = 0.0
     for key in pa.keys() | pb.keys():
         x, y = pa.get(key), pb.get(key)
-        if isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
+        if key in STRUCTURE and x != y:
+            total += STRUCTURE_DISTANCE
+        elif isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
             total += abs(math.log(x / y))
         elif x != y:
             total += 1.0

@@ -100,6 +100,8 @@ def test_round_trip_trains_a_loadable_prior_without_held_out_records(exported, t
     cv = meta["cross_validated"]  # two training workloads: two folds, each one's scores unseen
     assert cv["folds"] == 2 and list(cv["per_op_class"]) == ["matmul", "softmax"]
     assert all(0 <= c["pairwise_accuracy"] <= 1 for c in cv["per_op_class"].values())
+    gaps = [cv["confident_gap"], *(c["confident_gap"] for c in cv["per_op_class"].values())]
+    assert all(g is None or g >= 0 for g in gaps)  # None: no gap was right often enough
     model = load_pretrained(path)
     assert model is not None and pretrained_meta(path)["records"] == 24
     data = feature_set(groups_of(records), records)

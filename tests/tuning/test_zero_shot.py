@@ -258,6 +258,44 @@ def test_an_op_class_below_the_trust_bar_keeps_the_default(
         assert found.source.startswith("default (") and reason in found.source
 
 
+@pytest.mark.parametrize(
+    ("gaps", "keeps_default"),
+    [
+        ({}, False),  # a file from before the gap was stored: the trust bar alone decides
+        ({"confident_gap": 1e9}, True),  # the overall gap, with no figure for the class
+        ({"per_op_class": {"matmul": {**TRUSTED, "confident_gap": 1e9}}}, True),
+        ({"per_op_class": {"matmul": {**TRUSTED, "confident_gap": None}}}, True),  # never sure
+        ({"confident_gap": 1e9, "per_op_class": {"matmul": {"confident_gap": 0.5}}}, False),
+    ],
+)
+def test_a_candidate_leaves_the_default_only_when_scored_a_confident_gap_above_it(
+    target: Target, gaps: dict, keeps_default: bool
+) -> None:
+    """``_LastFirst`` scores the last candidate highest, len - 1 above the default: a gap the
+    model's cross-validation says it is seldom sure of keeps the default, and says so."""
+    ds = design_space(tt.workload(UNSEEN), target)
+    meta = {"held_out": TRUSTED, "cross_validated": gaps}
+    found = zero_shot.choose(ds, _LastFirst(), None, str(target), meta)
+    assert (found.config == ds.default) == keeps_default and found.candidates > 1
+    assert found.source.startswith("default (no candidate scored") == keeps_default
+
+
+def test_similar_workloads_share_the_loop_structure_and_op_class(target: Target) -> None:
+    """A stride-2 layer of nearly the same size is farther than a stride-1 layer of a quite
+    different size; a dense convolution is never the neighbour of a depthwise one."""
+    layer = tt.workload("conv2d:N=1,C=32,H=112,W=112,K=32,R=3,S=3,stride=1,pad=1,groups=32")
+    names = [
+        tt.workload(spec).name
+        for spec in (
+            "conv2d:N=1,C=32,H=112,W=112,K=32,R=3,S=3,stride=2,pad=1,groups=32",
+            "conv2d:N=1,C=32,H=112,W=112,K=64,R=3,S=3,stride=1,pad=1,groups=1",
+            "conv2d:N=1,C=192,H=14,W=14,K=192,R=3,S=3,stride=1,pad=1,groups=192",
+            "conv2d:N=1,C=32,H=112,W=112,K=32,R=5,S=5,stride=1,pad=2,groups=32",
+        )
+    ]
+    assert zero_shot.nearest(layer, names) == [names[2], names[0], names[3]]
+
+
 class _Prefers(CostModel):
     """Scores candidates by how close their features are to one config's."""
 
