@@ -69,8 +69,8 @@ SEED = 0
 #: takes 10-300 ms here, so the whole choice stays under about two seconds.
 BUDGET_SECONDS = 1.2
 CHUNK = 4
-#: The most similar measured workloads (of the same op) whose best configs are candidates, in
-#: the database and among the model's exemplars...
+#: The most similar measured workloads (of the same op class) whose best configs are
+#: candidates, in the database and among the model's exemplars...
 SIMILAR_WORKLOADS = 3
 #: ... and how many of each one's best configs.
 SIMILAR_CONFIGS = 2
