@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,6 +279,27 @@ def test_a_candidate_leaves_the_default_only_when_scored_a_confident_gap_above_i
     found = zero_shot.choose(ds, _LastFirst(), None, str(target), meta)
     assert (found.config == ds.default) == keeps_default and found.candidates > 1
     assert found.source.startswith("default (no candidate scored") == keeps_default
+
+
+def test_slow_candidates_end_the_choice_within_the_budget(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Featurising stops before a chunk that would end past the budget at the time candidates
+    have taken so far, not only once the budget is spent: a chunk of four slow candidates begun
+    just inside it ran a depthwise layer's choice 0.6 s over. Here the first two chunks (always
+    featurised) take 2 s and a third would end at 3 s, past the 2.6 s budget."""
+    featurise = zero_shot.transferable_features
+
+    def slowly(ds: Any, configs: list) -> np.ndarray:
+        time.sleep(0.25 * len(configs))
+        return featurise(ds, configs)
+
+    monkeypatch.setattr(zero_shot, "transferable_features", slowly)
+    monkeypatch.setattr(zero_shot, "BUDGET_SECONDS", 2.6)
+    ds = design_space(tt.workload(UNSEEN), target)
+    found = zero_shot.choose(ds, _LastFirst(), None, str(target), {"held_out": TRUSTED})
+    assert found.candidates == 2 * zero_shot.CHUNK
+    assert found.choice_seconds < zero_shot.BUDGET_SECONDS
 
 
 def test_similar_workloads_share_the_loop_structure_and_op_class(target: Target) -> None:
