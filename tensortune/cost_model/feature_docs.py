@@ -142,8 +142,10 @@ LOOP = Section(
             "register_pressure",
             "vector registers the block needs at once over the target's vector register count: "
             "its accumulators plus one step's operands (the smaller side of the tile, its vector "
-            "loads or its broadcasts, kept live, and one register streaming the other); above 1 "
-            "the compiler spills (16 registers on AVX2, 32 on AVX-512)",
+            "loads or its broadcasts, kept live if its operands each feed several operations, "
+            "and one register streaming the other; one register per side when neither is "
+            "shared, as in a depthwise tile); above 1 the compiler spills (16 registers on AVX2, "
+            "32 on AVX-512)",
             "ratio",
         ),
         (

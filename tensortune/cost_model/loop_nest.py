@@ -304,7 +304,7 @@ def _site_features(
         s.ops * math.prod(lp.extent for lp in s.loops) / _lanes(s) for s in (*group, *others)
     )
     memory_ops = (vector_loads + broadcasts + gathers * lanes + stores) * exec_scalar / block_size
-    live = _live_vectors(accumulators, vector_loads, broadcasts)
+    live = _live_vectors(accumulators, vector_loads, broadcasts, block_size / lanes)
     registers = max(target.vector_registers, 1)
     return [
         _log2(work / flops),
@@ -339,13 +339,17 @@ def _site_features(
     ]
 
 
-def _live_vectors(accumulators: int, vector_loads: int, broadcasts: int) -> int:
+def _live_vectors(accumulators: int, vector_loads: int, broadcasts: int, vector_ops: float) -> int:
     """Vector registers the block needs at once: its accumulators, plus the operands of one
     step of the register tile. An outer-product tile keeps the smaller operand side live (all
     its vector loads, or all its broadcasts) and streams the other through one register, so
     a tile of ``rows x vectors`` accumulators needs ``rows * vectors + min(rows, vectors) + 1``.
-    Past the target's register count the compiler spills accumulators to the stack."""
-    operands = min(vector_loads, broadcasts) + 1 if vector_loads + broadcasts else 0
+    Only a side whose operands each feed several of the block's ``vector_ops`` is kept: in a
+    depthwise tile every accumulator has its own load and broadcast, and both stream through
+    one register each. Past the target's register count the compiler spills accumulators."""
+    sides = [n for n in (vector_loads, broadcasts) if n]
+    kept = [n for n in sides if vector_ops > n]
+    operands = min(kept) + 1 if len(sides) == 2 and kept else len(sides)
     return accumulators + operands
 
 

@@ -142,3 +142,19 @@ def test_register_pressure_counts_the_tiles_live_vectors_against_the_targets_reg
     np.testing.assert_array_equal(x[:, column("accumulator_vectors")], [12, 12, 16])
     np.testing.assert_allclose(x[:, column("register_pressure")], [15 / 32, 15 / 16, 19 / 16])
     np.testing.assert_array_equal(x[:, column("spilled_vectors")], [0, 0, 3])
+
+
+def test_a_depthwise_tile_streams_its_operands(avx512_target: Target) -> None:
+    """In a depthwise tile every accumulator has its own input vector and weight broadcast: no
+    operand feeds two of them, so both stream through one register each and 28 rows need
+    28 + 2 registers, not the 28 + 28 + 1 an outer-product tile of 28 loads would."""
+    design = design_space(
+        tt.workload("depthwise_conv2d:C=64,H=14,W=14,R=3,S=3,pad=1"), avx512_target
+    )
+    one_channel_per_row = {"row_axis": "channels", "vectors": 1, "lanes": 16, "rows": 28}
+    config = {**design.default, **one_channel_per_row}
+    x = LoopNestFeatures(design)([config])[0]
+    assert x[column("accumulator_vectors")] == x[column("vector_loads")] == 28
+    assert x[column("broadcasts")] == 28
+    assert x[column("register_pressure")] == pytest.approx(30 / 32)
+    assert x[column("spilled_vectors")] == 0
