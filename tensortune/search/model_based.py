@@ -53,12 +53,15 @@ class ModelBasedSearch(SearchStrategy):
     configs is the prior's picks (its best-ranked candidate, then its best in each branch of an
     unordered knob the batch lacks: see ``_covering``), the rest the usual spread; its rows must
     start with the prior's columns (``features`` with matching ``names``, as
-    ``LoopNestFeatures`` has). ``features`` maps a list of configs to
-    a 2-D feature matrix (e.g. loop-nest features of the lowered program) and replaces
-    ``space.encode_batch``; it is called on the whole candidate pool, so lower ``pool_size`` if
-    it is expensive. ``program_key`` names the program a config builds (e.g. its schedule
-    trace): configs whose program was already proposed are never proposed again, so knobs a
-    variant ignores cost no trials.
+    ``LoopNestFeatures`` has). ``seeds`` are configs measured fast on similar workloads (the
+    prior's exemplars, a database's best of the nearest workloads): with a prior, they and
+    their one-step neighbours join its warm-up pool, so its first picks are chosen from what a
+    zero-shot compile would choose from, not from random samples alone. ``features`` maps a
+    list of configs to a 2-D feature matrix (e.g. loop-nest features of the lowered program)
+    and replaces ``space.encode_batch``; it is called on the whole candidate pool, so lower
+    ``pool_size`` if it is expensive. ``program_key`` names the program a config builds (e.g.
+    its schedule trace): configs whose program was already proposed are never proposed again,
+    so knobs a variant ignores cost no trials.
     """
 
     name = "model"
@@ -79,6 +82,7 @@ class ModelBasedSearch(SearchStrategy):
         initial: Sequence[Config] = (),
         near_initial: float = 0.5,
         program_key: ProgramKey | None = None,
+        seeds: Sequence[Config] = (),
     ):
         super().__init__(space, seed)
         if not 0 <= epsilon <= 1 or not 0 <= near_initial <= 1:
@@ -107,6 +111,7 @@ class ModelBasedSearch(SearchStrategy):
         # of one knob can be compared with its parent knob by knob
         self.initial = [space.complete(c) for c in initial if space.is_valid(c)]
         self.near_initial = near_initial
+        self.seeds = [space.complete(c) for c in seeds if space.is_valid(c)]
         self.program_key = program_key
         self._programs: set[str] = set()  # programs of every config asked or told
         self._n_trained = 0  # history entries already given to the model
@@ -150,8 +155,9 @@ class ModelBasedSearch(SearchStrategy):
             out.append(self.space.mutate(child, self.rng, n_knobs=1 + int(self.rng.integers(2))))
         return out
 
-    def _ranked_candidates(self) -> list[Config]:
-        """Unseen valid candidates, best predicted first (ties keep generation order)."""
+    def _ranked_candidates(self, extra: Sequence[Config] = ()) -> list[Config]:
+        """Unseen valid candidates, ``extra`` among them, best predicted first (ties keep
+        generation order)."""
         pool: dict[str, Config] = {}
         scores: dict[str, float] = {}
 
@@ -166,6 +172,7 @@ class ModelBasedSearch(SearchStrategy):
             scores.update(zip(new, self._score(list(new.values())).tolist(), strict=True))
 
         measured = [c for c, cost in self._top_told(self.n_parents) if math.isfinite(cost)]
+        add(list(extra))
         add(self.space.sample(self.rng, self.pool_size // 2))
         add(self._offspring(measured, self.pool_size // 4))
         per_round = self.pool_size // (4 * max(self.evolution_rounds, 1))
@@ -223,10 +230,20 @@ class ModelBasedSearch(SearchStrategy):
             # A prior ranks half the warm-up from the first ask; the other half is still
             # spread over the space, so a prior that is wrong here is found out quickly.
             keys = {self.space.config_key(c) for c in first}
-            ranked = [c for c in self._ranked_candidates() if self.space.config_key(c) not in keys]
+            pool = self._ranked_candidates(self._seed_pool())
+            ranked = [c for c in pool if self.space.config_key(c) not in keys]
             first += self._covering(ranked, (n - len(first) + 1) // 2, first)
         first += self._neighbours(round(self.near_initial * (n - len(first))), first)
         return first + self._space_filling(n - len(first), first)
+
+    def _seed_pool(self) -> list[Config]:
+        """The ``seeds`` and, in a random order, their one-step neighbours: at most a quarter
+        of ``pool_size`` (each candidate is lowered to be scored)."""
+        if not self.seeds:
+            return []
+        steps = [c for seed in self.seeds for c in self.space.neighbours(seed)]
+        order = self.rng.permutation(len(steps))
+        return [*self.seeds, *(steps[i] for i in order)][: max(self.pool_size // 4, 1)]
 
     def _covering(self, ranked: list[Config], n: int, picked: list[Config]) -> list[Config]:
         """The prior's ``n`` warm-up picks, spread over the space's branches: its best-ranked

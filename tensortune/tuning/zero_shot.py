@@ -214,6 +214,13 @@ def similar_configs(
     return found
 
 
+def transfer_seeds(ds: DesignSpace, database: Database, target_key: str) -> list[Config]:
+    """What a zero-shot compile ranks beyond the default and the sample, for a search to start
+    from: the database's best configs of the nearest workloads, then the model's exemplars."""
+    found = [*similar_configs(ds, database, target_key), *shipped_configs(ds, package_exemplars())]
+    return [config for config, _ in _unique(found, ds)]
+
+
 def shipped_configs(
     ds: DesignSpace, exemplars: Sequence[Mapping[str, Any]]
 ) -> list[tuple[Config, str]]:

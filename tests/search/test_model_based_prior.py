@@ -159,3 +159,27 @@ def test_a_prior_needs_the_transferable_columns(prior_file: Path) -> None:
     space = SearchSpace([Knob("a", (1, 2, 4))])
     with pytest.raises(StrategyError, match="TRANSFERABLE_FEATURES"):
         make_strategy("model", space, seed=0, model="pretrained")
+
+
+def test_seeds_join_the_priors_first_pool(design: DesignSpace, prior_file: Path) -> None:
+    """A config known fast on a similar workload (an exemplar, a database's best) is ranked with
+    the warm-up pool: the prior's first pick is at least as good, by its own scores, as the seed,
+    where from its random pool alone it is not."""
+    prior = load_pretrained(prior_file)
+    assert prior is not None
+    sample = design.space.sample(7, 400)
+    scores = prior.predict(transferable_features(design, sample))
+    seed_config = sample[int(np.argmax(scores))]
+    assert seed_config != design.default
+
+    def first_pick(seeds: list) -> float:
+        strategy = make_tuning_strategy(
+            "model", design, seed=0, seeds=seeds, pool_size=32, epsilon=0.0
+        )
+        return float(prior.predict(transferable_features(design, strategy.ask(9)[1:2]))[0])
+
+    assert first_pick([seed_config]) >= scores.max()
+    assert first_pick([]) < scores.max()
+    lgbm = make_tuning_strategy("model", design, seed=0, seeds=[seed_config], model="lgbm")
+    scratch = make_tuning_strategy("model", design, seed=0, model="lgbm")
+    assert lgbm.ask(9) == scratch.ask(9), "learning from scratch, nothing ranks the seeds"

@@ -21,9 +21,10 @@ from tensortune.cost_model import pretrained as pretrained_module
 from tensortune.cost_model.features import transferable_features
 from tensortune.cost_model.pretrained import load_pretrained, save_pretrained
 from tensortune.database import Database, TuningRecord, open_database
+from tensortune.search.registry import make_tuning_strategy
 from tensortune.space.registry import design_space
 from tensortune.target import Target
-from tensortune.tuning import zero_shot
+from tensortune.tuning import loop, zero_shot
 from tensortune.tuning.apply import chosen_schedule
 
 TRAIN = "matmul:M=16,N=16,K=16"
@@ -362,3 +363,28 @@ def test_the_models_exemplars_of_similar_workloads_are_candidates(target: Target
     model = _Prefers(transferable_features(ds, [good]))
     chosen = zero_shot.choose(ds, model, None, str(target), {"held_out": TRUSTED}, exemplars)
     assert chosen.config == good and chosen.source == f"exemplar {train} (zen)"
+
+
+def test_a_tune_starts_its_prior_from_similar_workloads_best_configs(
+    prior: Path, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a zero-shot compile ranks (the database's best of similar workloads, then the
+    model's exemplars) seeds the model search's first pool; strategies without a prior to rank
+    them are not given any."""
+    ds = design_space(tt.workload(UNSEEN), target)
+    with open_database(prior, readonly=True) as database:
+        best = database.best(tt.workload(TRAIN).name, str(target))
+        seeds = zero_shot.transfer_seeds(ds, database, str(target))
+    assert best is not None and seeds[0] == best.config
+    assert all(ds.space.is_valid(c) for c in seeds)
+    assert len({ds.space.config_key(c) for c in seeds}) == len(seeds)
+    given: dict[str, list] = {}
+
+    def spy(name: str, design: Any, seed: Any = None, seeds: Any = (), **options: Any) -> Any:
+        given[name] = list(seeds)
+        return make_tuning_strategy(name, design, seed, seeds, **options)
+
+    monkeypatch.setattr(loop, "make_tuning_strategy", spy)
+    for strategy in ("model", "random"):
+        tt.tune(UNSEEN, trials=0, db=prior, target=target, strategy=strategy)
+    assert given == {"model": seeds, "random": []}
