@@ -111,7 +111,8 @@ class ModelBasedSearch(SearchStrategy):
         # of one knob can be compared with its parent knob by knob
         self.initial = [space.complete(c) for c in initial if space.is_valid(c)]
         self.near_initial = near_initial
-        self.seeds = [space.complete(c) for c in seeds if space.is_valid(c)]
+        self.seeds: list[Config] = []
+        self.add_seeds(seeds)
         self.program_key = program_key
         self._programs: set[str] = set()  # programs of every config asked or told
         self._n_trained = 0  # history entries already given to the model
@@ -235,6 +236,11 @@ class ModelBasedSearch(SearchStrategy):
             first += self._covering(ranked, (n - len(first) + 1) // 2, first)
         first += self._neighbours(round(self.near_initial * (n - len(first))), first)
         return first + self._space_filling(n - len(first), first)
+
+    def add_seeds(self, configs: Sequence[Config]) -> None:
+        """More ``seeds`` (the valid ones): a tuner finds them in its database, which it opens
+        only once the strategy is built, so that bad arguments never touch it."""
+        self.seeds += [self.space.complete(c) for c in configs if self.space.is_valid(c)]
 
     def _seed_pool(self) -> list[Config]:
         """The ``seeds`` and, in a random order, their one-step neighbours: at most a quarter

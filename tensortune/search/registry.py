@@ -8,14 +8,14 @@ whose keyword-only parameters are the options ``make_strategy`` accepts.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..cost_model.features import LoopNestFeatures
 from ..cost_model.pretrained import pretrained_meta, untrusted_class
 from ..cost_model.registry import TUNING_COST_MODEL
 from ..errors import StrategyError
-from ..space import Config, SearchSpace
+from ..space import SearchSpace
 from ..space.plugin import check_made, check_registration
 from ..space.template import DesignSpace
 from .annealing import SimulatedAnnealing
@@ -90,11 +90,7 @@ LOWERED_POOL_SIZE = 256
 
 
 def make_tuning_strategy(
-    name: str,
-    design: DesignSpace,
-    seed: int | None = None,
-    seeds: Sequence[Config] = (),
-    **options: Any,
+    name: str, design: DesignSpace, seed: int | None = None, **options: Any
 ) -> SearchStrategy:
     """``make_strategy`` as a tuner runs it, on a workload's whole design space.
 
@@ -108,8 +104,7 @@ def make_tuning_strategy(
     (``untrusted_class``, the rule zero-shot compiles follow): such a prior's first picks cost
     trials (on Zen 5 it proposed GEMM variants 5-25x slower than the default for a matrix-vector
     product, and needed 13.3 trials to come within 5% of the best where learning from scratch
-    needed 5.0). ``seeds`` (configs fast on similar workloads: ``tuning.zero_shot.transfer_seeds``)
-    join the prior's first pool; other strategies and models learning from scratch ignore them.
+    needed 5.0).
     """
     if name == ModelBasedSearch.name and STRATEGIES.get(name) is ModelBasedSearch:
         features = LoopNestFeatures(design)
@@ -117,7 +112,6 @@ def make_tuning_strategy(
             "features": features,
             "program_key": features.program_key,
             "initial": [design.default],
-            "seeds": seeds,
             "pool_size": LOWERED_POOL_SIZE,
             "model": TUNING_COST_MODEL,
             **options,

@@ -163,17 +163,10 @@ def tune(
     wl = _as_workload(workload)
     target = target or Target.detect()
     ds = design_space(wl, target)
-    options = _model_option(strategy, model)
+    search = make_tuning_strategy(strategy, ds, seed=seed, **_model_option(strategy, model))
     database = open_database(db)
-    try:
-        # configs fast on similar workloads, for a strategy whose prior can rank them
-        ranks_seeds = "seeds" in strategy_options(strategy)
-        seeds = transfer_seeds(ds, database, str(target)) if ranks_seeds else []
-        search = make_tuning_strategy(strategy, ds, seed=seed, seeds=seeds, **options)
-    except BaseException:
-        if database is not db:
-            database.close()
-        raise
+    if isinstance(search, ModelBasedSearch):  # configs fast on similar workloads, for its prior
+        search.add_seeds(transfer_seeds(ds, database, str(target)))
     state = TuneState(wl.name, 0, trials, None, None, 0, 0.0)
     session = Session(wl, str(target), strategy, database, state, space=ds.name)
     session.catch_up(search, ds.space)  # resume: these are never proposed again, and they count
